@@ -1,0 +1,131 @@
+#pragma once
+// The plan IR: what a schedule produces and what the engine and the executors consume.
+//
+// A plan is a DAG of chunk operations. Every op belongs to a rank and to one of that rank's
+// streams; ops on one (rank, stream) run in the order they were added (CUDA stream semantics),
+// and any other order comes from explicit dependencies (CUDA events). A send and the recv it is
+// matched with form one transfer, which starts when both are ready.
+//
+// Data semantics, used by the verifier and the executors: every rank owns four buffers. `input`
+// and `output` are the collective's device buffers (always out of place), `scratch` is device
+// memory for received chunks, `host` is pinned host memory near the rank's GPU for staging.
+//   send   reads  src[offset, offset+bytes) on `rank`   -> the matched recv
+//   recv   writes dst[offset, offset+bytes) on `rank`   <- data from the matched send
+//   reduce writes dst = src + src2 element-wise (dtype), all on `rank`
+//   copy   writes dst = src on `rank`; d2h, h2d, d2d or host memcpy follows from the buffers
+//   compute, delay: take `seconds`, touch no data
+//
+// Storage is a struct of arrays with 32-bit ids and dependencies in CSR form: about 60 bytes
+// per op plus 4 per dependency edge (docs/performance.md).
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "topology/topology.hpp"
+#include "topology/units.hpp"
+
+namespace collsim::sched {
+
+using OpId = std::uint32_t;
+using RankId = std::uint32_t;
+using StreamId = std::uint16_t;
+inline constexpr OpId kNoOp = ~OpId{0};
+inline constexpr RankId kNoRank = ~RankId{0};
+
+enum class OpKind : std::uint8_t { send, recv, reduce, copy, compute, delay };
+enum class Collective : std::uint8_t { allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall };
+enum class DType : std::uint8_t { fp32, fp16, bf16 };
+enum class BufferId : std::uint8_t { input, output, scratch, host };
+enum class Memory : std::uint8_t { device, host };
+enum class CopyKind : std::uint8_t { d2d, d2h, h2d, host };
+
+std::string_view to_string(OpKind k);
+std::string_view to_string(Collective c);
+std::string_view to_string(DType t);
+std::string_view to_string(BufferId b);
+std::string_view to_string(CopyKind k);
+std::size_t dtype_size(DType t);
+constexpr Memory memory_of(BufferId b) { return b == BufferId::host ? Memory::host : Memory::device; }
+CopyKind copy_kind(BufferId src, BufferId dst);
+
+// A place in one of a rank's buffers.
+struct Region {
+  BufferId buffer = BufferId::input;
+  Bytes offset = 0;
+  friend bool operator==(const Region&, const Region&) = default;
+};
+
+// One op as a value, for building plans and for reading them one at a time.
+struct Op {
+  OpKind kind = OpKind::compute;
+  RankId rank = 0;
+  StreamId stream = 0;
+  Bytes bytes = 0;
+  Region src;             // send, reduce (first operand), copy
+  Region src2;            // reduce (second operand)
+  Region dst;             // recv, reduce, copy
+  RankId peer = kNoRank;  // send: destination rank; recv: source rank
+  double seconds = 0;     // compute, delay
+};
+
+class Plan {
+ public:
+  // What the plan computes. `size` follows nccl-tests: the larger of a rank's input and output
+  // buffers in bytes (allgather: output; reduce_scatter: input).
+  Collective collective = Collective::allreduce;
+  std::string algorithm;
+  DType dtype = DType::fp32;
+  Bytes size = 0;
+  std::uint32_t chunks = 1;
+  RankId root = 0;                      // broadcast and reduce
+  std::vector<topo::NodeId> rank_gpu;   // rank -> GPU node of the topology
+
+  RankId num_ranks() const { return static_cast<RankId>(rank_gpu.size()); }
+
+  // Appends an op that runs after every op in `deps` (and after the previous op on its stream).
+  OpId add(const Op& op, std::span<const OpId> deps = {});
+  OpId add(const Op& op, std::initializer_list<OpId> deps) {
+    return add(op, std::span<const OpId>(deps.begin(), deps.size()));
+  }
+  // Declares that `send` delivers to `recv`: the pair is one transfer.
+  void match(OpId send, OpId recv);
+  void reserve(std::size_t ops, std::size_t deps);
+
+  std::size_t num_ops() const { return kind_.size(); }
+  std::size_t num_deps() const { return deps_.size(); }
+  Op op(OpId id) const;
+  OpKind kind(OpId id) const { return kind_[id]; }
+  RankId rank(OpId id) const { return rank_[id]; }
+  StreamId stream(OpId id) const { return stream_[id]; }
+  Bytes bytes(OpId id) const { return bytes_[id]; }
+  RankId peer(OpId id) const { return peer_[id]; }
+  OpId partner(OpId id) const { return partner_[id]; }  // matched send/recv, or kNoOp
+  double seconds(OpId id) const { return seconds_[id]; }
+  Region src(OpId id) const { return unpack(src_[id]); }
+  Region src2(OpId id) const { return unpack(src2_[id]); }
+  Region dst(OpId id) const { return unpack(dst_[id]); }
+  std::span<const OpId> deps(OpId id) const {
+    return {deps_.data() + dep_begin_[id], deps_.data() + dep_begin_[id + 1]};
+  }
+  // Streams used by each rank: 1 + the largest stream id seen for that rank.
+  StreamId num_streams(RankId rank) const;
+
+ private:
+  static std::uint64_t pack(Region r);
+  static Region unpack(std::uint64_t v);
+
+  std::vector<OpKind> kind_;
+  std::vector<RankId> rank_;
+  std::vector<StreamId> stream_;
+  std::vector<Bytes> bytes_;
+  std::vector<std::uint64_t> src_, src2_, dst_;  // buffer in the top 8 bits, offset below
+  std::vector<RankId> peer_;
+  std::vector<OpId> partner_;
+  std::vector<double> seconds_;
+  std::vector<std::uint32_t> dep_begin_{0};
+  std::vector<OpId> deps_;
+};
+
+}  // namespace collsim::sched

@@ -1,0 +1,42 @@
+#include "topology/error.hpp"
+
+namespace collsim {
+
+std::string format_diagnostic(const Diagnostic& d) {
+  std::string out;
+  if (!d.file.empty()) out += d.file;
+  if (!d.where.empty()) {
+    if (!out.empty()) out += ": ";
+    out += d.where;
+  }
+  if (!out.empty()) out += ": ";
+  out += d.message;
+  return out;
+}
+
+namespace {
+std::string join(const std::vector<Diagnostic>& ds) {
+  std::string out;
+  for (const Diagnostic& d : ds) {
+    if (!out.empty()) out += '\n';
+    out += format_diagnostic(d);
+  }
+  return out;
+}
+}  // namespace
+
+InputError::InputError(std::vector<Diagnostic> diagnostics)
+    : std::runtime_error(join(diagnostics)), diagnostics_(std::move(diagnostics)) {}
+
+InputError::InputError(std::string file, std::string where, std::string message)
+    : InputError(std::vector<Diagnostic>{{std::move(file), std::move(where), std::move(message)}}) {}
+
+void DiagnosticSink::error(std::string where, std::string message) {
+  diagnostics_.push_back({file_, std::move(where), std::move(message)});
+}
+
+void DiagnosticSink::throw_if_any() const {
+  if (!diagnostics_.empty()) throw InputError(diagnostics_);
+}
+
+}  // namespace collsim

@@ -1,0 +1,124 @@
+#pragma once
+// The hardware graph: GPUs, switches, CPUs and NICs joined by directed links.
+//
+// Nodes and links live in flat vectors indexed by NodeId and LinkId; that is what the engine's hot
+// loop reads. The same ids form a Boost.Graph (vertex index = NodeId, edge property = LinkId) for
+// the graph algorithms: routing, reachability, diameter, GraphViz export.
+//
+// Every cost parameter is optional. An absent one costs nothing (kUnlimited bandwidth, zero
+// latency, unlimited copy engines), so a bare file is an exact twin of a textbook alpha-beta
+// model. Realistic values live in configs/ and in calibration files, never in code.
+#include <boost/graph/adjacency_list.hpp>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "topology/units.hpp"
+
+namespace collsim::topo {
+
+using NodeId = std::uint32_t;
+using LinkId = std::uint32_t;
+inline constexpr NodeId kNoNode = ~NodeId{0};
+inline constexpr std::int32_t kNone = -1;
+
+enum class NodeKind : std::uint8_t { gpu, nvswitch, pcie_switch, cpu, nic, network_switch };
+enum class LinkKind : std::uint8_t { nvlink, pcie, network, cpu_interconnect };
+
+// NCCL's path classes, from closest to farthest: NVLink only; through at most one PCIe switch;
+// through several PCIe switches; through a CPU's host bridge; across CPUs; across the network.
+enum class PathClass : std::uint8_t { loc, nvl, pix, pxb, phb, sys, net };
+
+std::string_view to_string(NodeKind k);    // "gpu", "nvswitch", ..., "switch"
+std::string_view to_string(LinkKind k);    // "nvlink", "pcie", "network", "cpu_interconnect"
+std::string_view to_string(PathClass c);   // "LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "NET"
+
+struct Node {
+  std::string name;
+  NodeKind kind = NodeKind::gpu;
+  std::int32_t server = kNone;  // index into Topology::servers(), kNone if not in a server
+  std::int32_t rack = kNone;    // index into Topology::racks(), kNone if not in a rack
+  std::string model;            // free text, e.g. "H100-SXM5-80GB"; matched by calibration files
+
+  // GPU parameters.
+  double memory_bandwidth = kUnlimited;  // bytes/s of HBM/GDDR traffic (reads + writes)
+  std::uint32_t copy_engines = 0;        // concurrent copies; 0 means unlimited
+  double alpha = 0;                      // seconds of software start-up per transfer sent
+  double launch_latency = 0;             // seconds per kernel launch (reductions)
+
+  // CPU parameters.
+  double memcpy_bandwidth = kUnlimited;  // bytes/s of host memcpy
+};
+
+// One direction of a physical link. A duplex link in a file becomes two Links with the same
+// `source_index`.
+struct Link {
+  NodeId from = kNoNode;
+  NodeId to = kNoNode;
+  LinkKind kind = LinkKind::pcie;
+  double bandwidth = kUnlimited;  // bytes/s in this direction
+  double latency = 0;             // seconds
+  std::uint32_t source_index = 0; // position of the link in the (expanded) file, for messages
+};
+
+struct Server {
+  std::string name;
+  std::int32_t rack = kNone;
+  bool p2p = true;             // GPU peer-to-peer (NVLink or PCIe) between this server's GPUs
+  bool gpudirect_rdma = true;  // NICs read and write GPU memory directly
+};
+
+struct Rack {
+  std::string name;
+};
+
+class Topology {
+ public:
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS,
+                                      boost::no_property, LinkId>;
+
+  // Building. The loader uses these; tests and generators may too. Names must be unique.
+  NodeId add_node(Node node);
+  LinkId add_link(Link link);  // one direction
+  std::int32_t add_server(Server server);
+  std::int32_t add_rack(Rack rack);
+  void set_name(std::string name) { name_ = std::move(name); }
+
+  const std::string& name() const { return name_; }
+  std::size_t num_nodes() const { return nodes_.size(); }
+  std::size_t num_links() const { return links_.size(); }
+  const Node& node(NodeId id) const { return nodes_[id]; }
+  Node& node(NodeId id) { return nodes_[id]; }
+  const Link& link(LinkId id) const { return links_[id]; }
+  Link& link(LinkId id) { return links_[id]; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<Link>& links() const { return links_; }
+  const std::vector<Server>& servers() const { return servers_; }
+  const std::vector<Rack>& racks() const { return racks_; }
+  const Graph& graph() const { return graph_; }
+
+  // GPUs in the order they appear in the file; rank i of a plan defaults to gpus()[i].
+  const std::vector<NodeId>& gpus() const { return gpus_; }
+  NodeId find(std::string_view name) const;  // kNoNode if absent
+
+  // The CPU whose host memory stages this GPU's copies: the nearest CPU by route latency.
+  // kNoNode if the GPU reaches no CPU (then host staging is impossible).
+  NodeId host_cpu(NodeId gpu) const;
+
+ private:
+  std::string name_;
+  std::vector<Node> nodes_;
+  std::vector<Link> links_;
+  std::vector<Server> servers_;
+  std::vector<Rack> racks_;
+  std::vector<NodeId> gpus_;
+  std::vector<NodeId> host_cpu_;  // per node, filled lazily by finalize()
+  Graph graph_;
+  friend void finalize(Topology&);
+};
+
+// Computes derived data (host CPU of each GPU) once building is over. The loader calls it.
+void finalize(Topology& topology);
+
+}  // namespace collsim::topo
