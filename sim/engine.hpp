@@ -1,13 +1,95 @@
 #pragma once
 // Replays a plan on a topology and reports when it finishes (docs/cost-model.md).
+//
+//   sim::Result r = sim::simulate(router, plan);        // r.time in seconds
+//
+// The engine is a discrete-event loop over a (time, sequence)-ordered heap: runs repeat bit for
+// bit. Transfers, copies and reductions are flows that share bandwidth max-min fairly
+// (sim/flow_model.hpp); compute and delay ops take fixed time. Errors in the plan (unmatched or
+// mismatched send/recv, ranks without GPUs, dependency cycles, ops that can never run) are
+// InputErrors naming the op, its rank, stream and kind.
+#include <atomic>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "schedules/plan.hpp"
+#include "sim/observer.hpp"
+#include "sim/resources.hpp"
 #include "topology/routing.hpp"
 
 namespace collsim::sim {
 
-struct Options;  // defined by the engine: traces, capacity changes, background flows
-struct Result;   // defined by the engine: at least `double time` (s) and `std::uint64_t events`
+// A link's bandwidth becomes `bandwidth` at `time` (degradation, failure at 0, recovery).
+struct CapacityChange {
+  double time = 0;                // seconds from the start of the run
+  double bandwidth = kUnlimited;  // bytes/s; 0 stalls the flows crossing the link
+};
+
+struct CapacityTrace {
+  topo::LinkId link = 0;                // one direction of a link
+  std::vector<CapacityChange> changes;  // any order; equal times apply in the given order
+};
+
+// Traffic of another job: `bytes` from node `from` to node `to` along their route, starting at
+// `start`. It pays the route latency, then shares bandwidth like any transfer.
+struct BackgroundFlow {
+  topo::NodeId from = topo::kNoNode;
+  topo::NodeId to = topo::kNoNode;
+  Bytes bytes = 0;
+  double start = 0;
+};
+
+struct Options {
+  std::vector<CapacityTrace> capacity;
+  std::vector<BackgroundFlow> background;
+  bool record_ops = false;       // fill Result::ops
+  Observer* observer = nullptr;  // not owned; may be null
+  // Limits: the run stops early, with Result::stop saying why. 0 / kUnlimited / null: none.
+  std::uint64_t max_events = 0;
+  double max_time = kUnlimited;               // simulated seconds
+  const std::atomic<bool>* cancel = nullptr;  // polled every few thousand events
+  std::string plan_file;                      // names the plan in error messages; may be empty
+};
+
+enum class StopReason : std::uint8_t { finished, event_limit, time_limit, cancelled };
+std::string_view to_string(StopReason s);
+
+struct OpTiming {
+  double ready = 0;  // stream predecessor and dependencies done
+  double start = 0;  // began consuming time (both ends ready; copy engine acquired)
+  double end = 0;
+};
+
+struct ResourceUsage {
+  ResourceKind kind = ResourceKind::link;
+  std::uint32_t index = 0;  // LinkId for links, NodeId otherwise
+  double bytes = 0;         // weight × bytes drained (a reduce counts 3 × its bytes in memory)
+  double busy_time = 0;     // seconds with at least one flow draining through it
+  double utilisation = 0;   // bytes / (capacity × time) for a limited resource, else busy / time
+};
+
+struct CopyEngineUsage {
+  topo::NodeId gpu = topo::kNoNode;
+  std::uint32_t engines = 0;  // 0: unlimited
+  double busy_time = 0;       // engine-seconds held
+  double max_wait = 0;        // longest a copy waited for a free engine
+};
+
+struct Result {
+  double time = 0;           // completion of the last op, seconds
+  std::uint64_t events = 0;  // events processed (stale ones excluded)
+  std::uint64_t flows = 0;   // flows started (transfers, copies, reductions, background)
+  StopReason stop = StopReason::finished;
+
+  std::vector<Bytes> link_bytes;              // by LinkId
+  std::vector<double> link_busy;              // by LinkId, seconds with at least one flow
+  std::vector<ResourceUsage> resources;       // every resource that carried a flow, by ResourceId
+  std::vector<CopyEngineUsage> copy_engines;  // GPUs that ran copies, by NodeId
+  std::vector<double> background_end;         // by background index; kUnlimited if unfinished
+  std::vector<OpTiming> ops;                  // by OpId when Options::record_ops
+};
+
+Result simulate(const topo::Router& router, const sched::Plan& plan, const Options& options = {});
 
 }  // namespace collsim::sim

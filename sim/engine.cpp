@@ -1,0 +1,734 @@
+#include "sim/engine.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+#include "sim/event_queue.hpp"
+#include "sim/flow_model.hpp"
+#include "topology/error.hpp"
+
+namespace collsim::sim {
+
+std::string_view to_string(StopReason s) {
+  switch (s) {
+    case StopReason::finished:
+      return "finished";
+    case StopReason::event_limit:
+      return "event limit reached";
+    case StopReason::time_limit:
+      return "time limit reached";
+    case StopReason::cancelled:
+      return "cancelled";
+  }
+  return "?";
+}
+
+namespace {
+
+using sched::CopyKind;
+using sched::kNoOp;
+using sched::kNoRank;
+using sched::Memory;
+using sched::OpId;
+using sched::OpKind;
+using sched::RankId;
+using topo::NodeId;
+
+enum class OpState : std::uint8_t { waiting, ready, running, done };
+enum class Owner : std::uint8_t { transfer, copy, reduce, background };
+
+constexpr std::uint32_t kNoRoute = ~std::uint32_t{0};
+
+struct RouteKey {
+  NodeId from;
+  NodeId to;
+  std::uint64_t flow_key;
+  friend bool operator==(const RouteKey&, const RouteKey&) = default;
+};
+struct RouteKeyHash {
+  std::size_t operator()(const RouteKey& k) const {
+    std::uint64_t h = (std::uint64_t{k.from} << 32 | k.to) * 0x9E3779B97F4A7C15ull;
+    h ^= k.flow_key + 0x7F4A7C159E3779B9ull + (h << 6) + (h >> 2);
+    return static_cast<std::size_t>(h);
+  }
+};
+
+struct WaitingCopy {
+  OpId op;
+  double since;
+};
+
+// Per-GPU copy engines: a counter and a FIFO of copies waiting in readiness order.
+struct CopyEngines {
+  std::uint32_t total = 0;  // 0: unlimited
+  std::uint32_t free = 0;
+  std::vector<WaitingCopy> queue;
+  std::size_t head = 0;
+  double busy = 0;
+  double max_wait = 0;
+  bool used = false;
+};
+
+class Engine {
+ public:
+  Engine(const topo::Router& router, const sched::Plan& plan, const Options& options)
+      : router_(router),
+        topo_(router.topology()),
+        plan_(plan),
+        options_(options),
+        map_(router.topology()) {}
+
+  Result run();
+
+ private:
+  std::string describe(OpId op) const;
+  void validate_plan() const;
+  void validate_options() const;
+  void build_order();
+  NodeId endpoint(RankId rank, sched::BufferId buffer) const;
+  std::uint32_t route_index(NodeId from, NodeId to, std::uint64_t flow_key, OpId op);
+  void resolve_routes();
+
+  void ready(OpId op);
+  void start_transfer(OpId send, OpId recv);
+  void start_copy(OpId op);
+  void complete(OpId op);
+  void release_engine(OpId op, double held_since);
+  FlowId new_flow(Owner owner, std::uint32_t index, double bytes);
+  void launch(FlowId f, double latency);
+  void schedule_rescheduled();
+  void flow_done(FlowId f);
+  [[noreturn]] void report_stuck() const;
+  Result collect(StopReason stop);
+
+  const topo::Router& router_;
+  const topo::Topology& topo_;
+  const sched::Plan& plan_;
+  const Options& options_;
+  ResourceMap map_;
+  Observer* observer_ = nullptr;
+
+  // Per op, indexed by OpId.
+  std::vector<std::uint32_t> pending_;  // unfinished stream predecessor + dependencies
+  std::vector<OpState> state_;
+  std::vector<OpId> stream_next_;
+  std::vector<std::uint32_t> succ_begin_;
+  std::vector<OpId> succ_;
+  std::vector<std::uint32_t> route_;  // sends and PCIe copies: index into routes_
+  std::vector<OpTiming> timing_;      // only when recording or observed
+  bool track_ = false;
+
+  std::vector<const topo::Route*> routes_;
+  std::unordered_map<RouteKey, std::uint32_t, RouteKeyHash> route_ids_;
+
+  // Per flow slot, indexed by FlowId.
+  std::vector<Owner> flow_owner_;
+  std::vector<std::uint32_t> flow_index_;  // op (send side for transfers) or background index
+  std::vector<double> flow_bytes_;
+  std::vector<double> flow_start_;  // when the flow was created (a copy's engine taken)
+
+  std::vector<CopyEngines> engines_;  // by NodeId
+  std::vector<std::pair<ResourceId, double>> capacity_changes_;
+  std::vector<double> background_end_;
+
+  FlowModel flows_;
+  EventQueue queue_;
+  double now_ = 0;
+  double last_end_ = 0;
+  std::size_t done_ = 0;
+  std::uint64_t events_ = 0;
+  std::uint64_t flow_count_ = 0;
+};
+
+std::string Engine::describe(OpId op) const {
+  const OpKind k = plan_.kind(op);
+  std::string what(sched::to_string(k));
+  if (k == OpKind::send) what = fmt::format("send to rank {}", plan_.peer(op));
+  if (k == OpKind::recv) what = fmt::format("recv from rank {}", plan_.peer(op));
+  if (k == OpKind::copy)
+    what = fmt::format(
+        "copy {}", sched::to_string(sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer)));
+  return fmt::format("op {} (rank {}, stream {}, {})", op, plan_.rank(op), plan_.stream(op), what);
+}
+
+void Engine::validate_plan() const {
+  DiagnosticSink sink(options_.plan_file);
+  const auto n = plan_.num_ops();
+  const RankId p = plan_.num_ranks();
+  for (RankId r = 0; r < p; ++r) {
+    const NodeId g = plan_.rank_gpu[r];
+    if (g >= topo_.num_nodes() || topo_.node(g).kind != topo::NodeKind::gpu)
+      sink.error(fmt::format("/rank_gpu/{}", r),
+                 fmt::format("rank {} is bound to {}, which is not a GPU of topology '{}'; bind "
+                             "every rank to a GPU node",
+                             r,
+                             g >= topo_.num_nodes() ? fmt::format("node id {}", g)
+                                                    : "node '" + topo_.node(g).name + "'",
+                             topo_.name()));
+  }
+  sink.throw_if_any();
+  std::size_t errors = 0;
+  auto error = [&](OpId op, const std::string& message) {
+    if (++errors <= 20) sink.error(fmt::format("/ops/{}", op), describe(op) + ": " + message);
+  };
+  for (OpId op = 0; op < n; ++op) {
+    if (plan_.rank(op) >= p) {
+      sink.error(fmt::format("/ops/{}", op),
+                 fmt::format("op {} belongs to rank {}, but the plan has {} ranks (0..{})", op,
+                             plan_.rank(op), p, p == 0 ? 0 : p - 1));
+      ++errors;
+      continue;
+    }
+    for (OpId d : plan_.deps(op))
+      if (d >= n)
+        error(op,
+              fmt::format("depends on op {}, which does not exist (the plan has {} ops)", d, n));
+    const OpKind k = plan_.kind(op);
+    if (plan_.bytes(op) > kMaxSize)
+      error(op, fmt::format("moves {} bytes, more than the limit of {}", plan_.bytes(op),
+                            format_size(kMaxSize)));
+    const NodeId gpu = plan_.rank_gpu[plan_.rank(op)];
+    const bool host_missing = topo_.host_cpu(gpu) == topo::kNoNode;
+    if (k == OpKind::send || k == OpKind::recv) {
+      const OpId q = plan_.partner(op);
+      const char* other = k == OpKind::send ? "recv" : "send";
+      if (q == kNoOp || q >= n) {
+        error(op,
+              fmt::format("has no matched {}; match every send with the recv of its peer", other));
+        continue;
+      }
+      if (plan_.kind(q) != (k == OpKind::send ? OpKind::recv : OpKind::send)) {
+        error(op, fmt::format("is matched with {}, which is not a {}", describe(q), other));
+        continue;
+      }
+      if (plan_.peer(op) != plan_.rank(q) || plan_.peer(q) != plan_.rank(op))
+        error(op,
+              fmt::format("is matched with {}, but their ranks and peers disagree", describe(q)));
+      if (plan_.bytes(op) != plan_.bytes(q))
+        error(op, fmt::format("moves {} bytes but its matched {} moves {} bytes; both ends of a "
+                              "transfer must agree",
+                              plan_.bytes(op), describe(q), plan_.bytes(q)));
+      const auto buffer = k == OpKind::send ? plan_.src(op).buffer : plan_.dst(op).buffer;
+      if (sched::memory_of(buffer) == Memory::host && host_missing)
+        error(op, fmt::format("uses host memory, but GPU '{}' reaches no CPU; connect a CPU to it "
+                              "or use a device buffer",
+                              topo_.node(gpu).name));
+    } else if (k == OpKind::copy) {
+      const auto ck = sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer);
+      if (ck != CopyKind::d2d && host_missing)
+        error(op, fmt::format("uses host memory, but GPU '{}' reaches no CPU; connect a CPU to it "
+                              "or use a device buffer",
+                              topo_.node(gpu).name));
+    } else if (k == OpKind::compute || k == OpKind::delay) {
+      const double s = plan_.seconds(op);
+      if (!(s >= 0 && s <= kMaxDuration))
+        error(op,
+              fmt::format("lasts {} s; expected a duration between 0 and {} s", s, kMaxDuration));
+    }
+  }
+  if (errors > 20) sink.error("/ops", fmt::format("{} more problems not shown", errors - 20));
+  sink.throw_if_any();
+}
+
+void Engine::validate_options() const {
+  DiagnosticSink sink("");
+  for (std::size_t i = 0; i < options_.capacity.size(); ++i) {
+    const auto& trace = options_.capacity[i];
+    if (trace.link >= topo_.num_links())
+      sink.error(fmt::format("capacity[{}].link", i),
+                 fmt::format("link id {} does not exist; topology '{}' has {} directed links",
+                             trace.link, topo_.name(), topo_.num_links()));
+    for (std::size_t j = 0; j < trace.changes.size(); ++j) {
+      const auto& c = trace.changes[j];
+      if (!(c.time >= 0 && c.time <= kMaxDuration))
+        sink.error(
+            fmt::format("capacity[{}].changes[{}].time", i, j),
+            fmt::format("found {} s; expected a time between 0 and {} s", c.time, kMaxDuration));
+      if (!(c.bandwidth >= 0 && (c.bandwidth <= kMaxBandwidth || c.bandwidth == kUnlimited)))
+        sink.error(fmt::format("capacity[{}].changes[{}].bandwidth", i, j),
+                   fmt::format("found {} B/s; expected 0 (failed) up to {} B/s, or unlimited",
+                               c.bandwidth, kMaxBandwidth));
+    }
+  }
+  for (std::size_t i = 0; i < options_.background.size(); ++i) {
+    const auto& b = options_.background[i];
+    if (b.from >= topo_.num_nodes() || b.to >= topo_.num_nodes())
+      sink.error(fmt::format("background[{}]", i),
+                 fmt::format("endpoints {} -> {} are not both nodes of topology '{}' ({} nodes)",
+                             b.from, b.to, topo_.name(), topo_.num_nodes()));
+    if (!(b.start >= 0 && b.start <= kMaxDuration))
+      sink.error(
+          fmt::format("background[{}].start", i),
+          fmt::format("found {} s; expected a time between 0 and {} s", b.start, kMaxDuration));
+    if (b.bytes > kMaxSize)
+      sink.error(fmt::format("background[{}].bytes", i),
+                 fmt::format("found {} bytes; the limit is {}", b.bytes, format_size(kMaxSize)));
+  }
+  sink.throw_if_any();
+}
+
+void Engine::build_order() {
+  const auto n = plan_.num_ops();
+  const RankId p = plan_.num_ranks();
+  // Stream order: the previous op on the same (rank, stream) is an implicit dependency.
+  std::vector<std::uint32_t> stream_base(p + 1, 0);
+  for (OpId op = 0; op < n; ++op)
+    stream_base[plan_.rank(op) + 1] =
+        std::max<std::uint32_t>(stream_base[plan_.rank(op) + 1], plan_.stream(op) + 1u);
+  for (RankId r = 0; r < p; ++r) stream_base[r + 1] += stream_base[r];
+  std::vector<OpId> last(stream_base[p], kNoOp);
+  pending_.assign(n, 0);
+  stream_next_.assign(n, kNoOp);
+  succ_begin_.assign(n + 1, 0);
+  for (OpId op = 0; op < n; ++op) {
+    OpId& prev = last[stream_base[plan_.rank(op)] + plan_.stream(op)];
+    if (prev != kNoOp) {
+      stream_next_[prev] = op;
+      ++pending_[op];
+    }
+    prev = op;
+    for (OpId d : plan_.deps(op)) {
+      ++pending_[op];
+      ++succ_begin_[d + 1];
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) succ_begin_[i + 1] += succ_begin_[i];
+  succ_.resize(succ_begin_[n]);
+  std::vector<std::uint32_t> fill(succ_begin_.begin(), succ_begin_.end() - 1);
+  for (OpId op = 0; op < n; ++op)
+    for (OpId d : plan_.deps(op)) succ_[fill[d]++] = op;
+  state_.assign(n, OpState::waiting);
+}
+
+NodeId Engine::endpoint(RankId rank, sched::BufferId buffer) const {
+  const NodeId gpu = plan_.rank_gpu[rank];
+  return sched::memory_of(buffer) == Memory::host ? topo_.host_cpu(gpu) : gpu;
+}
+
+std::uint32_t Engine::route_index(NodeId from, NodeId to, std::uint64_t flow_key, OpId op) {
+  const RouteKey key{from, to, flow_key};
+  auto it = route_ids_.find(key);
+  if (it != route_ids_.end()) return it->second;
+  const topo::Route* route = nullptr;
+  try {
+    route = &router_.route(from, to, flow_key);
+  } catch (const InputError& e) {
+    throw InputError(options_.plan_file, fmt::format("/ops/{}", op),
+                     fmt::format("{} cannot be routed: {}", describe(op), e.what()));
+  }
+  const auto id = static_cast<std::uint32_t>(routes_.size());
+  routes_.push_back(route);
+  route_ids_.emplace(key, id);
+  return id;
+}
+
+void Engine::resolve_routes() {
+  const auto n = plan_.num_ops();
+  route_.assign(n, kNoRoute);
+  for (OpId op = 0; op < n; ++op) {
+    const OpKind k = plan_.kind(op);
+    const RankId r = plan_.rank(op);
+    if (k == OpKind::send) {
+      const OpId q = plan_.partner(op);
+      const RankId peer = plan_.rank(q);
+      // ECMP, when the router does it, keeps one path per (sender, receiver) pair.
+      const std::uint64_t flow_key = std::uint64_t{r} << 32 | peer;
+      route_[op] = route_index(endpoint(r, plan_.src(op).buffer),
+                               endpoint(peer, plan_.dst(q).buffer), flow_key, op);
+    } else if (k == OpKind::copy) {
+      const auto ck = sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer);
+      const NodeId gpu = plan_.rank_gpu[r];
+      if (ck == CopyKind::d2h) route_[op] = route_index(gpu, topo_.host_cpu(gpu), 0, op);
+      if (ck == CopyKind::h2d) route_[op] = route_index(topo_.host_cpu(gpu), gpu, 0, op);
+    }
+  }
+}
+
+FlowId Engine::new_flow(Owner owner, std::uint32_t index, double bytes) {
+  const FlowId f = flows_.create();
+  if (f >= flow_owner_.size()) {
+    flow_owner_.resize(f + 1);
+    flow_index_.resize(f + 1);
+    flow_bytes_.resize(f + 1);
+    flow_start_.resize(f + 1);
+  }
+  flow_start_[f] = now_;
+  flow_owner_[f] = owner;
+  flow_index_[f] = index;
+  flow_bytes_[f] = bytes;
+  ++flow_count_;
+  return f;
+}
+
+void Engine::schedule_rescheduled() {
+  for (FlowId f : flows_.rescheduled()) {
+    const double t = flows_.finish_time(f);
+    if (t < kUnlimited) queue_.push(t, EventKind::flow_done, f, flows_.version(f));
+  }
+  if (observer_)
+    for (ResourceId r : flows_.touched()) observer_->on_resource_load(r, now_, flows_.load(r));
+}
+
+void Engine::launch(FlowId f, double latency) {
+  if (latency > 0) {
+    queue_.push(now_ + latency, EventKind::latency_done, f, flows_.version(f));
+    return;
+  }
+  flows_.start(f, flow_bytes_[f], now_);
+  schedule_rescheduled();
+}
+
+void Engine::ready(OpId op) {
+  state_[op] = OpState::ready;
+  if (track_) timing_[op].ready = now_;
+  const RankId rank = plan_.rank(op);
+  const NodeId gpu = plan_.rank_gpu[rank];
+  switch (plan_.kind(op)) {
+    case OpKind::send:
+    case OpKind::recv: {
+      const OpId q = plan_.partner(op);
+      if (state_[q] != OpState::ready) return;  // the transfer waits for its other end
+      if (plan_.kind(op) == OpKind::send)
+        start_transfer(op, q);
+      else
+        start_transfer(q, op);
+      return;
+    }
+    case OpKind::copy: {
+      if (sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer) != CopyKind::host) {
+        CopyEngines& ce = engines_[gpu];
+        ce.used = true;
+        if (ce.total != 0) {
+          if (ce.free == 0) {
+            ce.queue.push_back(WaitingCopy{op, now_});
+            return;
+          }
+          --ce.free;
+        }
+      }
+      start_copy(op);
+      return;
+    }
+    case OpKind::reduce: {
+      state_[op] = OpState::running;
+      if (track_) {
+        timing_[op].start = now_;
+        if (observer_) observer_->on_op_start(op, now_, now_);
+      }
+      const FlowId f = new_flow(Owner::reduce, op, static_cast<double>(plan_.bytes(op)));
+      // Two operands read and one result written: every byte crosses memory three times.
+      flows_.add_use(f, map_.memory(gpu), 3.0);
+      launch(f, topo_.node(gpu).launch_latency);
+      return;
+    }
+    case OpKind::compute:
+    case OpKind::delay:
+      state_[op] = OpState::running;
+      if (track_) {
+        timing_[op].start = now_;
+        if (observer_) observer_->on_op_start(op, now_, now_);
+      }
+      queue_.push(now_ + plan_.seconds(op), EventKind::op_done, op);
+      return;
+  }
+}
+
+void Engine::start_transfer(OpId send, OpId recv) {
+  state_[send] = OpState::running;
+  state_[recv] = OpState::running;
+  if (track_) {
+    timing_[send].start = now_;
+    timing_[recv].start = now_;
+    if (observer_) {
+      observer_->on_op_start(send, timing_[send].ready, now_);
+      observer_->on_op_start(recv, timing_[recv].ready, now_);
+    }
+  }
+  const topo::Route& route = *routes_[route_[send]];
+  const FlowId f = new_flow(Owner::transfer, send, static_cast<double>(plan_.bytes(send)));
+  for (topo::LinkId l : route.links) flows_.add_use(f, map_.link(l), 1.0);
+  const NodeId gpu = plan_.rank_gpu[plan_.rank(send)];
+  launch(f, topo_.node(gpu).alpha + route.latency);
+}
+
+void Engine::start_copy(OpId op) {
+  state_[op] = OpState::running;
+  if (track_) {
+    timing_[op].start = now_;
+    if (observer_) observer_->on_op_start(op, timing_[op].ready, now_);
+  }
+  const NodeId gpu = plan_.rank_gpu[plan_.rank(op)];
+  const FlowId f = new_flow(Owner::copy, op, static_cast<double>(plan_.bytes(op)));
+  double latency = 0;
+  switch (sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer)) {
+    case CopyKind::d2h:
+    case CopyKind::h2d: {
+      const topo::Route& route = *routes_[route_[op]];
+      for (topo::LinkId l : route.links) flows_.add_use(f, map_.link(l), 1.0);
+      latency = route.latency;
+      break;
+    }
+    case CopyKind::d2d:
+      flows_.add_use(f, map_.memory(gpu), 2.0);  // reads and writes every byte
+      break;
+    case CopyKind::host:
+      flows_.add_use(f, map_.memcpy(topo_.host_cpu(gpu)), 1.0);
+      break;
+  }
+  launch(f, latency);
+}
+
+void Engine::release_engine(OpId op, double held_since) {
+  const NodeId gpu = plan_.rank_gpu[plan_.rank(op)];
+  CopyEngines& ce = engines_[gpu];
+  ce.busy += now_ - held_since;
+  if (ce.total == 0) return;
+  if (ce.head < ce.queue.size()) {
+    const WaitingCopy next = ce.queue[ce.head++];
+    if (ce.head == ce.queue.size()) {
+      ce.queue.clear();
+      ce.head = 0;
+    }
+    ce.max_wait = std::max(ce.max_wait, now_ - next.since);
+    start_copy(next.op);  // the engine passes straight to the next copy in line
+  } else {
+    ++ce.free;
+  }
+}
+
+void Engine::complete(OpId op) {
+  state_[op] = OpState::done;
+  ++done_;
+  last_end_ = now_;
+  if (track_) {
+    timing_[op].end = now_;
+    if (observer_) observer_->on_op_end(op, now_);
+  }
+  if (stream_next_[op] != kNoOp && --pending_[stream_next_[op]] == 0) ready(stream_next_[op]);
+  for (std::uint32_t i = succ_begin_[op]; i < succ_begin_[op + 1]; ++i)
+    if (--pending_[succ_[i]] == 0) ready(succ_[i]);
+}
+
+void Engine::flow_done(FlowId f) {
+  flows_.release(f, now_, true);
+  schedule_rescheduled();
+  const std::uint32_t index = flow_index_[f];
+  switch (flow_owner_[f]) {
+    case Owner::transfer:
+      complete(index);
+      complete(plan_.partner(index));
+      break;
+    case Owner::copy:
+      if (sched::copy_kind(plan_.src(index).buffer, plan_.dst(index).buffer) != CopyKind::host)
+        release_engine(index, flow_start_[f]);
+      complete(index);
+      break;
+    case Owner::reduce:
+      complete(index);
+      break;
+    case Owner::background:
+      background_end_[index] = now_;
+      if (observer_) observer_->on_background_end(index, now_);
+      break;
+  }
+}
+
+void Engine::report_stuck() const {
+  const auto n = plan_.num_ops();
+  // A flow that can never drain: some resource on its way has no bandwidth left.
+  for (FlowId f = 0; f < flows_.num_flow_slots(); ++f) {
+    if (!flows_.active(f) || flows_.finish_time(f) < kUnlimited) continue;
+    std::string dead;
+    for (ResourceId r : flows_.resources(f))
+      if (flows_.capacity(r) <= 0) dead = map_.name(topo_, r);
+    const std::string who = flow_owner_[f] == Owner::background
+                                ? fmt::format("background flow {}", flow_index_[f])
+                                : describe(flow_index_[f]);
+    throw InputError(options_.plan_file, fmt::format("/ops/{}", flow_index_[f]),
+                     fmt::format("{} can never finish: '{}' has no bandwidth from {} s on and "
+                                 "its capacity trace never restores it",
+                                 who, dead, now_));
+  }
+  // Otherwise the remaining ops wait on each other. Follow what each one waits for until an op
+  // repeats: that cycle is the deadlock.
+  std::vector<OpId> stream_prev(n, kNoOp);
+  for (OpId op = 0; op < n; ++op)
+    if (stream_next_[op] != kNoOp) stream_prev[stream_next_[op]] = op;
+  OpId cur = kNoOp;
+  for (OpId op = 0; op < n && cur == kNoOp; ++op)
+    if (state_[op] != OpState::done) cur = op;
+  std::vector<OpId> path;
+  std::map<OpId, std::size_t> seen;
+  while (cur != kNoOp && !seen.contains(cur)) {
+    seen.emplace(cur, path.size());
+    path.push_back(cur);
+    OpId next = kNoOp;
+    if (state_[cur] == OpState::ready &&
+        (plan_.kind(cur) == OpKind::send || plan_.kind(cur) == OpKind::recv)) {
+      next = plan_.partner(cur);
+    } else if (state_[cur] == OpState::waiting) {
+      if (stream_prev[cur] != kNoOp && state_[stream_prev[cur]] != OpState::done)
+        next = stream_prev[cur];
+      for (OpId d : plan_.deps(cur))
+        if (next == kNoOp && state_[d] != OpState::done) next = d;
+    }
+    cur = next;
+  }
+  std::string chain;
+  const std::size_t from = cur == kNoOp ? 0 : seen.at(cur);
+  for (std::size_t i = from; i < path.size() && i < from + 8; ++i)
+    chain += fmt::format("{}{} waits for ", i == from ? "" : ", which ", describe(path[i]));
+  if (path.size() - from > 8) chain += "... ";
+  chain += cur == kNoOp ? "an op that never runs" : describe(cur);
+  const std::size_t stuck = n - done_;
+  throw InputError(options_.plan_file, fmt::format("/ops/{}", path[from]),
+                   fmt::format("the plan deadlocks at {} s with {} of {} ops unable to run: {}. "
+                               "Check the dependencies and the order of sends and recvs on each "
+                               "stream",
+                               now_, stuck, n, chain));
+}
+
+Result Engine::collect(StopReason stop) {
+  Result r;
+  r.time = stop == StopReason::finished ? last_end_ : now_;
+  r.events = events_;
+  r.flows = flow_count_;
+  r.stop = stop;
+  const std::size_t links = topo_.num_links();
+  r.link_bytes.resize(links);
+  r.link_busy.resize(links);
+  for (std::size_t l = 0; l < links; ++l) {
+    const auto rid = map_.link(static_cast<topo::LinkId>(l));
+    r.link_bytes[l] = static_cast<Bytes>(std::llround(flows_.bytes(rid)));
+    r.link_busy[l] = flows_.busy_time(rid, now_);
+  }
+  for (ResourceId rid = 0; rid < map_.size(); ++rid) {
+    const double busy = flows_.busy_time(rid, now_);
+    const double bytes = flows_.bytes(rid);
+    if (busy <= 0 && bytes <= 0) continue;
+    ResourceUsage u;
+    u.kind = map_.kind(rid);
+    u.index = map_.index(rid);
+    u.bytes = bytes;
+    u.busy_time = busy;
+    const double cap = map_.capacity(topo_, rid);
+    if (r.time > 0)
+      u.utilisation = cap < kUnlimited && cap > 0 ? bytes / (cap * r.time) : busy / r.time;
+    r.resources.push_back(u);
+  }
+  for (NodeId g = 0; g < engines_.size(); ++g) {
+    const CopyEngines& ce = engines_[g];
+    if (!ce.used) continue;
+    r.copy_engines.push_back(CopyEngineUsage{g, ce.total, ce.busy, ce.max_wait});
+  }
+  r.background_end = background_end_;
+  if (options_.record_ops) r.ops = std::move(timing_);
+  return r;
+}
+
+Result Engine::run() {
+  validate_plan();
+  validate_options();
+  build_order();
+  resolve_routes();
+  const auto n = plan_.num_ops();
+  observer_ = options_.observer;
+  track_ = options_.record_ops || observer_ != nullptr;
+  if (track_) timing_.assign(n, OpTiming{});
+
+  std::vector<double> capacity(map_.size());
+  for (ResourceId r = 0; r < map_.size(); ++r) capacity[r] = map_.capacity(topo_, r);
+  flows_.reset(std::move(capacity));
+  engines_.assign(topo_.num_nodes(), CopyEngines{});
+  for (NodeId g = 0; g < topo_.num_nodes(); ++g)
+    engines_[g].total = engines_[g].free = topo_.node(g).copy_engines;
+  queue_.reserve(std::min<std::size_t>(n + 16, std::size_t{1} << 20));
+
+  // Capacity changes and background flows are events like any other; ties with plan events at
+  // the same time go in the order given, after the plan's initial ops.
+  for (const auto& trace : options_.capacity) {
+    std::vector<CapacityChange> sorted = trace.changes;
+    std::stable_sort(
+        sorted.begin(), sorted.end(),
+        [](const CapacityChange& a, const CapacityChange& b) { return a.time < b.time; });
+    for (const auto& c : sorted) {
+      queue_.push(c.time, EventKind::capacity_change,
+                  static_cast<std::uint32_t>(capacity_changes_.size()));
+      capacity_changes_.emplace_back(map_.link(trace.link), c.bandwidth);
+    }
+  }
+  background_end_.assign(options_.background.size(), kUnlimited);
+  for (std::uint32_t i = 0; i < options_.background.size(); ++i)
+    queue_.push(options_.background[i].start, EventKind::background_start, i);
+
+  if (observer_) observer_->on_begin(router_, plan_, map_);
+  for (OpId op = 0; op < n; ++op)
+    if (pending_[op] == 0 && state_[op] == OpState::waiting) ready(op);
+
+  StopReason stop = StopReason::finished;
+  while (done_ < n && !queue_.empty()) {
+    const Event e = queue_.pop();
+    const EventKind kind = e.kind();
+    if ((kind == EventKind::latency_done || kind == EventKind::flow_done) &&
+        e.version != flows_.version(e.id))
+      continue;  // superseded by a later rate change
+    if (e.time > options_.max_time) {
+      now_ = options_.max_time;
+      stop = StopReason::time_limit;
+      break;
+    }
+    now_ = e.time;
+    ++events_;
+    switch (kind) {
+      case EventKind::op_done:
+        complete(e.id);
+        break;
+      case EventKind::latency_done:
+        flows_.start(e.id, flow_bytes_[e.id], now_);
+        schedule_rescheduled();
+        break;
+      case EventKind::flow_done:
+        flow_done(e.id);
+        break;
+      case EventKind::capacity_change:
+        flows_.set_capacity(capacity_changes_[e.id].first, capacity_changes_[e.id].second, now_);
+        schedule_rescheduled();
+        break;
+      case EventKind::background_start: {
+        const BackgroundFlow& b = options_.background[e.id];
+        const topo::Route& route = router_.route(b.from, b.to);
+        const FlowId f = new_flow(Owner::background, e.id, static_cast<double>(b.bytes));
+        for (topo::LinkId l : route.links) flows_.add_use(f, map_.link(l), 1.0);
+        launch(f, route.latency);
+        break;
+      }
+    }
+    if (options_.max_events != 0 && events_ >= options_.max_events && done_ < n) {
+      stop = StopReason::event_limit;
+      break;
+    }
+    if ((events_ & 4095) == 0 && options_.cancel != nullptr &&
+        options_.cancel->load(std::memory_order_relaxed)) {
+      stop = StopReason::cancelled;
+      break;
+    }
+  }
+  if (stop == StopReason::finished && done_ < n) report_stuck();
+  Result result = collect(stop);
+  if (observer_) observer_->on_finish(result);
+  return result;
+}
+
+}  // namespace
+
+Result simulate(const topo::Router& router, const sched::Plan& plan, const Options& options) {
+  Engine engine(router, plan, options);
+  return engine.run();
+}
+
+}  // namespace collsim::sim

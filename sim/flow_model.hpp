@@ -1,0 +1,110 @@
+#pragma once
+// Flows and max-min fair bandwidth sharing.
+//
+// A flow drains a number of bytes through a set of (resource, weight) pairs: at rate x it takes
+// weight × x of each resource's capacity (a reduction reads two operands and writes one, so it
+// weighs 3 on GPU memory). Rates are the weighted max-min fair allocation, found by progressive
+// filling: every unfrozen flow's rate rises together until some resource is full; the flows on it
+// freeze at that level; repeat. A resource with unlimited capacity never constrains anything and
+// does not join flows into one sharing problem.
+//
+// Only the connected component of the flows/resources graph that an arrival, a departure or a
+// capacity change touches is recomputed. Its cost is O(F_c·h + R_c·k) for F_c flows of h resources
+// each and R_c finite resources in the component, where k ≤ R_c is the number of distinct
+// bottleneck levels. A flow whose rate came out exactly as before keeps its completion time, so
+// an undisturbed flow ends at exactly start + bytes / rate.
+#include <cstdint>
+#include <vector>
+
+#include "sim/resources.hpp"
+#include "topology/units.hpp"
+
+namespace collsim::sim {
+
+using FlowId = std::uint32_t;
+
+class FlowModel {
+ public:
+  // Capacities in bytes/s per resource; kUnlimited for none. Forgets every flow.
+  void reset(std::vector<double> capacity);
+
+  // A new flow without resources yet. Ids of released flows are reused.
+  FlowId create();
+  void add_use(FlowId f, ResourceId r, double weight);
+  // The flow starts draining `bytes` at `now`. Re-shares the component it joins.
+  void start(FlowId f, double bytes, double now);
+  // The flow leaves its resources at `now` (drained when `completed`, withdrawn otherwise); its
+  // id becomes free. Re-shares the components it leaves.
+  void release(FlowId f, double now, bool completed);
+  void set_capacity(ResourceId r, double capacity, double now);
+
+  // Flows whose completion time changed during the last start/release/set_capacity: the caller
+  // schedules finish_time(f) tagged with version(f); older events of those flows are stale.
+  const std::vector<FlowId>& rescheduled() const { return rescheduled_; }
+  // Resources whose shares the last call recomputed (for observers).
+  const std::vector<ResourceId>& touched() const { return comp_res_; }
+
+  double finish_time(FlowId f) const { return flows_[f].finish; }  // kUnlimited when stalled
+  std::uint32_t version(FlowId f) const { return flows_[f].version; }
+  double rate(FlowId f) const { return flows_[f].rate; }
+  std::vector<ResourceId> resources(FlowId f) const;  // for diagnostics, not the hot loop
+  std::size_t num_flow_slots() const { return flows_.size(); }
+  bool active(FlowId f) const { return flows_[f].active; }
+
+  double capacity(ResourceId r) const { return res_[r].capacity; }
+  std::size_t active_flows(ResourceId r) const { return res_[r].flows.size(); }
+  double load(ResourceId r) const;                   // Σ weight × rate of its flows, bytes/s
+  double busy_time(ResourceId r, double now) const;  // time with at least one flow on it
+  double bytes(ResourceId r) const { return res_[r].bytes; }  // weight × bytes drained through it
+
+ private:
+  struct Use {
+    ResourceId resource;
+    std::uint32_t slot;  // position of this flow in the resource's list
+    double weight;
+  };
+  struct Flow {
+    double remaining = 0;
+    double bytes = 0;
+    double rate = 0;
+    double last = 0;  // time `remaining` was last brought up to date
+    double finish = kUnlimited;
+    double new_rate = 0;
+    std::uint32_t version = 0;
+    std::uint32_t stamp = 0;
+    bool active = false;
+    bool scheduled = false;
+    bool frozen = false;
+    std::vector<Use> uses;
+  };
+  struct Entry {
+    FlowId flow;
+    std::uint32_t use;  // index into the flow's uses
+  };
+  struct Resource {
+    double capacity = kUnlimited;
+    std::vector<Entry> flows;
+    double busy_since = 0;
+    double busy_total = 0;
+    double bytes = 0;
+    // Progressive-filling scratch.
+    double remaining = 0;
+    double weight_sum = 0;
+    std::uint32_t unfrozen = 0;
+    std::uint32_t stamp = 0;
+  };
+
+  void reshare(double now);
+  void add_to_component(ResourceId r);
+
+  std::vector<Flow> flows_;
+  std::vector<FlowId> free_;
+  std::vector<Resource> res_;
+  std::vector<ResourceId> seeds_;
+  std::vector<ResourceId> comp_res_;
+  std::vector<FlowId> comp_flows_;
+  std::vector<FlowId> rescheduled_;
+  std::uint32_t epoch_ = 0;
+};
+
+}  // namespace collsim::sim
