@@ -1,7 +1,416 @@
+// collsim run: one collective on one topology. collsim sweep: the cartesian product of lists.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <memory>
+#include <set>
+#include <thread>
+
 #include "tools/commands.hpp"
+#include "tools/progress.hpp"
+#include "tools/report.hpp"
+#include "tools/run_extras.hpp"
+#include "tools/sweep.hpp"
+#include "tools/value_lists.hpp"
+#include "topology/error.hpp"
+#include "topology/loader.hpp"
+#include "topology/routing.hpp"
 
 namespace collsim::cli {
+namespace {
 
-void add_run_commands(CLI::App& /*app*/) {}
+inline constexpr std::size_t kDefaultMaxPoints = 100000;
+
+// Options shared by run and sweep, as typed; run insists on single values.
+struct RunOptions {
+  std::string topology;
+  std::string collective = "allreduce";
+  std::string algo = "ring";
+  std::string size;
+  std::string chunks = "1";
+  std::string dtype = "fp32";
+  std::string ranks;
+  std::string nranks;
+  sched::RankId root = 0;
+  std::string calibration;
+  std::string trace;
+  std::string format = "table";
+  std::string out;
+  std::string terms;
+  bool chunks_given = false;  // --chunks typed; "--algo auto" alone leaves k free as well
+  bool no_wall = false;
+  bool progress = false;
+  unsigned jobs = 0;
+  std::size_t max_points = kDefaultMaxPoints;
+};
+
+void add_common_options(CLI::App& cmd, RunOptions& o, bool sweep) {
+  const std::string list = sweep ? " (a list or range)" : "";
+  cmd.add_option("--topology", o.topology, "Topology JSON file (see docs/topology-format.md)")
+      ->required();
+  cmd.add_option("--collective", o.collective,
+                 "allreduce, reduce_scatter, allgather, broadcast, reduce or alltoall" + list)
+      ->capture_default_str();
+  cmd.add_option("--algo", o.algo,
+                 "ring, tree, rhd, rd, hier, direct, naive, or auto to pick the fastest" + list)
+      ->capture_default_str();
+  cmd.add_option("--size", o.size,
+                 "Buffer size as nccl-tests counts it: 64MiB, 1GB (10^3 units), 1GiB (2^10 units)" +
+                     (sweep ? std::string(", lists 1MiB,4MiB and ranges 1KiB:4GiB:x4") : ""))
+      ->required();
+  cmd.add_option("--chunks", o.chunks,
+                 "Pipelined chunks k, or auto to pick the fastest of 1,2,4,...,64" +
+                     (sweep ? std::string("; lists 1,2,4 and ranges 1:64:x2") : ""))
+      ->capture_default_str();
+  cmd.add_option("--dtype", o.dtype, "Element type: fp32, fp16 or bf16" + list)
+      ->capture_default_str();
+  cmd.add_option("--ranks", o.ranks,
+                 "GPUs taking part, in rank order: indices 0-7,16 or GPU names (default: all)");
+  cmd.add_option("--root", o.root, "Root rank of broadcast and reduce")->capture_default_str();
+  cmd.add_option("--calibration", o.calibration,
+                 "Calibration JSON from collsim calibrate; replaces matching GPUs' parameters");
+  cmd.add_option("--format", o.format, "Output: table, csv or json (JSON lines)")
+      ->capture_default_str();
+  cmd.add_option("--out", o.out, "Write the results to this file instead of stdout");
+  cmd.add_flag("--no-wall", o.no_wall,
+               "Print 0 for wall_s, the only non-deterministic column, for byte-identical output");
+}
+
+// Refuses a list where run needs one value.
+template <typename T>
+T single(const std::vector<T>& values, const std::string& option, const std::string& text) {
+  if (values.size() != 1)
+    throw InputError("", option,
+                     fmt::format("\"{}\" gives {} values but run takes one; use collsim sweep for "
+                                 "lists and ranges",
+                                 text, values.size()));
+  return values.front();
+}
+
+std::string topology_label(const topo::Topology& t, const std::string& path) {
+  return t.name().empty() ? std::filesystem::path(path).stem().string() : t.name();
+}
+
+std::size_t count_servers(const topo::Topology& t, const std::vector<topo::NodeId>& ranks) {
+  std::set<std::int32_t> servers;
+  for (topo::NodeId g : ranks)
+    if (t.node(g).server != topo::kNone) servers.insert(t.node(g).server);
+  return servers.size();
+}
+
+// The configuration as it was used, so that a result can be reproduced from its own output.
+std::vector<std::string> echo_lines(const std::string& command, const RunOptions& o,
+                                    const topo::Topology& t, const std::vector<topo::NodeId>& ranks,
+                                    const std::string& calibration_note) {
+  std::vector<std::string> lines;
+  std::size_t unlimited = 0;
+  for (const topo::Link& l : t.links())
+    if (!std::isfinite(l.bandwidth)) ++unlimited;
+  lines.push_back(fmt::format("collsim {}", command));
+  lines.push_back(
+      fmt::format("topology    {} ({}): {} GPUs, {} servers, {} nodes, {} directed links",
+                  topology_label(t, o.topology), o.topology, t.gpus().size(), t.servers().size(),
+                  t.num_nodes(), t.num_links()));
+  if (unlimited > 0)
+    lines.push_back(
+        fmt::format("            {} directed links have no bandwidth in the file and "
+                    "cost nothing to cross",
+                    unlimited));
+  std::string names;
+  for (std::size_t i = 0; i < ranks.size() && i < 8; ++i)
+    names += (i ? " " : "") + t.node(ranks[i]).name;
+  if (ranks.size() > 8) names += " ...";
+  lines.push_back(fmt::format("ranks       {} on {} servers: GPUs {} ({})", ranks.size(),
+                              count_servers(t, ranks), describe_ranks(ranks, t), names));
+  lines.push_back(fmt::format("collective  {}", o.collective));
+  if (o.collective.find("broadcast") != std::string::npos ||
+      o.collective.find("reduce") != std::string::npos)
+    lines.push_back(fmt::format("root        {} (used by broadcast and reduce only)", o.root));
+  lines.push_back(fmt::format("algorithm   {}{}", o.algo,
+                              o.algo.find("auto") != std::string::npos
+                                  ? " (free: every algorithm that fits is tried)"
+                                  : ""));
+  lines.push_back(fmt::format("chunks      {}{}", o.chunks,
+                              o.chunks == "auto" ? " (free: k = 1, 2, 4, ..., 64 are tried)" : ""));
+  lines.push_back(fmt::format("size        {}", o.size));
+  lines.push_back(fmt::format("dtype       {}", o.dtype));
+  if (!o.nranks.empty()) lines.push_back(fmt::format("nranks      {}", o.nranks));
+  lines.push_back(fmt::format("calibration {}", calibration_note));
+  std::string again = fmt::format(
+      "collsim {} --topology {} --collective {} --algo {} --size {} --chunks {} --dtype {}",
+      command, o.topology, o.collective, o.algo, o.size, o.chunks, o.dtype);
+  if (!o.ranks.empty()) again += fmt::format(" --ranks {}", o.ranks);
+  if (!o.nranks.empty()) again += fmt::format(" --nranks {}", o.nranks);
+  if (o.root != 0) again += fmt::format(" --root {}", o.root);
+  if (!o.calibration.empty()) again += fmt::format(" --calibration {}", o.calibration);
+  lines.push_back(fmt::format("reproduce   {}", again));
+  return lines;
+}
+
+// The output stream: stdout or --out FILE, closed when done.
+class Output {
+ public:
+  explicit Output(const std::string& path) {
+    if (path.empty()) return;
+    file_ = std::fopen(path.c_str(), "w");
+    if (file_ == nullptr)
+      throw InputError(path, "--out",
+                       fmt::format("cannot open the file for writing ({}); check that the folder "
+                                   "exists and is writable",
+                                   std::strerror(errno)));
+  }
+  ~Output() {
+    if (file_ != nullptr) std::fclose(file_);
+  }
+  Output(const Output&) = delete;
+  Output& operator=(const Output&) = delete;
+  std::FILE* get() const { return file_ != nullptr ? file_ : stdout; }
+
+ private:
+  std::FILE* file_ = nullptr;
+};
+
+// What run and sweep share once the options are parsed: the loaded topology and its router.
+struct Loaded {
+  // Built in place: Boost's graph has no move assignment, and copying it is slow.
+  explicit Loaded(const std::string& path) : topology(topo::load_topology(path)) {}
+  topo::Topology topology;
+  std::unique_ptr<topo::Router> router;
+  std::vector<topo::NodeId> ranks;
+  std::string calibration_note;
+};
+
+std::unique_ptr<Loaded> load(const RunOptions& o) {
+  auto loaded = std::make_unique<Loaded>(o.topology);
+  loaded->calibration_note = "none (the topology's parameters as written)";
+  if (!o.calibration.empty())
+    loaded->calibration_note = apply_calibration_file(loaded->topology, o.calibration);
+  loaded->router = std::make_unique<topo::Router>(loaded->topology);
+  loaded->ranks = parse_ranks(o.ranks, loaded->topology, "--ranks");
+  return loaded;
+}
+
+std::string point_label(const Point& p) {
+  return fmt::format("{} {} {} {} k={}", sched::to_string(p.collective), to_string(p.algo),
+                     format_size(p.size), sched::to_string(p.dtype),
+                     p.chunks == kAutoChunks ? std::string("auto") : std::to_string(p.chunks));
+}
+
+// Explains an auto pick: the winner, the runner-up and what was refused.
+std::vector<std::string> auto_notes(const Evaluation& ev) {
+  std::vector<std::string> notes;
+  const Row& r = ev.row;
+  const Candidate* runner = nullptr;
+  const Candidate* other_algo = nullptr;
+  std::size_t refused = 0;
+  for (const Candidate& c : ev.candidates) {
+    if (!c.error.empty()) {
+      ++refused;
+      continue;
+    }
+    if (c.algo == r.algo && c.chunks == r.chunks) continue;
+    if (runner == nullptr || c.time < runner->time) runner = &c;
+    if (c.algo != r.algo && (other_algo == nullptr || c.time < other_algo->time)) other_algo = &c;
+  }
+  notes.push_back(
+      fmt::format("auto picked {} with k = {}: {:.2f} us, the lowest simulated time "
+                  "of {} pairs tried",
+                  r.algo, r.chunks, r.time * 1e6, ev.candidates.size() - refused));
+  auto versus = [&](const Candidate& c, const char* what) {
+    return fmt::format("{} {} with k = {}: {:.2f} us ({:+.1f}%)", what, c.algo, c.chunks,
+                       c.time * 1e6, r.time > 0 ? (c.time / r.time - 1) * 100 : 0.0);
+  };
+  if (runner != nullptr) notes.push_back(versus(*runner, "runner-up"));
+  if (other_algo != nullptr && other_algo != runner)
+    notes.push_back(versus(*other_algo, "best other algorithm"));
+  if (refused > 0) {
+    std::set<std::string> refused_algos;
+    for (const Candidate& c : ev.candidates)
+      if (!c.error.empty()) refused_algos.insert(c.algo);
+    std::string list;
+    for (const auto& a : refused_algos) list += (list.empty() ? "" : ", ") + a;
+    notes.push_back(
+        fmt::format("{} pairs were refused by the generator or the size ({}); run one "
+                    "of them with --algo and --chunks to see why",
+                    refused, list));
+  }
+  return notes;
+}
+
+void run_command(const RunOptions& o) {
+  const Format format = parse_format(o.format, "--format");
+  Point point;
+  point.collective =
+      single(parse_collective_list(o.collective, "--collective"), "--collective", o.collective);
+  point.algo = single(parse_algo_list(o.algo, "--algo"), "--algo", o.algo);
+  point.size = single(parse_size_list(o.size, "--size"), "--size", o.size);
+  point.dtype = single(parse_dtype_list(o.dtype, "--dtype"), "--dtype", o.dtype);
+  point.chunks = single(parse_count_list(o.chunks, "--chunks", true), "--chunks", o.chunks);
+  RunOptions echo = o;
+  // "--algo auto" alone leaves k free too: asking for the best algorithm at k = 1 is rarely meant.
+  if (!point.algo && !o.chunks_given) {
+    point.chunks = kAutoChunks;
+    echo.chunks = "auto";
+  }
+
+  const auto loaded = load(o);
+  Context context;
+  context.router = loaded->router.get();
+  context.ranks = loaded->ranks;
+  context.root = o.root;
+  const std::string name = topology_label(loaded->topology, o.topology);
+
+  Evaluation ev = evaluate_or_throw(context, point, name);
+  if (!o.trace.empty()) {
+    const sched::PlanRequest request =
+        make_request(context, point, *parse_algo(ev.row.algo, "--algo"), ev.row.chunks);
+    write_trace(*loaded->router, request, o.trace);
+  }
+
+  Output out(o.out);
+  ReportWriter writer(out.get(), format, !o.no_wall);
+  writer.begin(echo_lines("run", echo, loaded->topology, loaded->ranks, loaded->calibration_note));
+  writer.row(ev.row);
+  std::vector<std::string> notes;
+  if (!point.algo || point.chunks == kAutoChunks) notes = auto_notes(ev);
+  if (!o.trace.empty()) notes.push_back(fmt::format("trace written to {}", o.trace));
+  writer.end(notes);
+  if (format != Format::table)
+    for (const auto& n : notes) std::fprintf(stderr, "collsim: %s\n", n.c_str());
+}
+
+void sweep_command(const RunOptions& o) {
+  const Format format = parse_format(o.format, "--format");
+  const auto collectives = parse_collective_list(o.collective, "--collective");
+  const auto algos = parse_algo_list(o.algo, "--algo");
+  const auto sizes = parse_size_list(o.size, "--size");
+  const auto dtypes = parse_dtype_list(o.dtype, "--dtype");
+  const auto chunks = parse_count_list(o.chunks, "--chunks", true);
+  const std::vector<std::uint32_t> nranks =
+      o.nranks.empty() ? std::vector<std::uint32_t>{0} : parse_count_list(o.nranks, "--nranks");
+  if (o.max_points == 0)
+    throw InputError("", "--max-points", "0 points allowed; expected at least 1");
+
+  // Counted before anything is built, in floating point so that it cannot overflow.
+  const double total = static_cast<double>(collectives.size()) * static_cast<double>(algos.size()) *
+                       static_cast<double>(sizes.size()) * static_cast<double>(dtypes.size()) *
+                       static_cast<double>(chunks.size()) * static_cast<double>(nranks.size());
+  if (total > static_cast<double>(o.max_points))
+    throw InputError("", "--size/--chunks/--algo",
+                     fmt::format("the sweep has {:.0f} points, more than --max-points {}; use "
+                                 "coarser ranges or raise --max-points",
+                                 total, o.max_points));
+
+  // The order of the product is documented in docs/cli.md: chunks vary fastest, then sizes,
+  // algorithms, rank counts, data types and collectives.
+  std::vector<Point> points;
+  points.reserve(static_cast<std::size_t>(total));
+  for (auto c : collectives)
+    for (auto d : dtypes)
+      for (auto n : nranks)
+        for (const auto& a : algos)
+          for (auto s : sizes)
+            for (auto k : chunks)
+              points.push_back(Point{c, a, s, d, !a && !o.chunks_given ? kAutoChunks : k, n});
+
+  const auto loaded = load(o);
+  Context context;
+  context.router = loaded->router.get();
+  context.ranks = loaded->ranks;
+  context.root = o.root;
+  context.model_terms = !o.terms.empty();
+  const std::string name = topology_label(loaded->topology, o.topology);
+
+  Output out(o.out);
+  std::unique_ptr<Output> terms_out;
+  if (!o.terms.empty()) {
+    terms_out = std::make_unique<Output>(o.terms);
+    std::fprintf(terms_out->get(),
+                 "collective,algo,ranks,size_bytes,dtype,chunks,time_us,copy_term_us,"
+                 "link_term_us\n");
+  }
+  ReportWriter writer(out.get(), format, !o.no_wall);
+  RunOptions echo = o;
+  if (!o.chunks_given && std::any_of(algos.begin(), algos.end(), [](auto a) { return !a; }))
+    echo.chunks = algos.size() == 1 ? "auto" : "1 (auto for --algo auto)";
+  writer.begin(
+      echo_lines("sweep", echo, loaded->topology, loaded->ranks, loaded->calibration_note));
+
+  Progress progress(stderr, o.progress || Progress::stderr_is_terminal());
+  std::size_t failed = 0;
+  bool internal = false;
+  const unsigned jobs = o.jobs != 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+  run_points(
+      context, points, name, jobs,
+      [&](std::size_t i, const Evaluation& ev) {
+        writer.row(ev.row);
+        if (terms_out && ev.row.ok())
+          std::fprintf(
+              terms_out->get(), "%s\n",
+              fmt::format("{},{},{},{},{},{},{},{},{}", sched::to_string(ev.row.collective),
+                          ev.row.algo, ev.row.ranks, ev.row.size, sched::to_string(ev.row.dtype),
+                          ev.row.chunks, format_number(ev.row.time * 1e6),
+                          format_number(ev.terms.copy * 1e6), format_number(ev.terms.link * 1e6))
+                  .c_str());
+        if (!ev.row.ok()) {
+          ++failed;
+          internal = internal || ev.internal_error;
+          progress.finish();
+          std::fprintf(stderr, "error: point %zu (%s): %s\n", i + 1, point_label(points[i]).c_str(),
+                       ev.row.error.c_str());
+        }
+      },
+      [&](std::size_t done, std::size_t all) { progress.update(done, all); });
+  progress.finish();
+  writer.end({});
+  if (failed > 0) {
+    const std::string message =
+        fmt::format("{} of {} points failed (listed above); every other row is complete", failed,
+                    points.size());
+    if (internal) throw InternalError(message);
+    throw InputError("", "sweep", message);
+  }
+}
+
+}  // namespace
+
+void add_run_commands(CLI::App& app) {
+  auto run_options = std::make_shared<RunOptions>();
+  CLI::App* run = app.add_subcommand(
+      "run", "Simulate one collective on a topology and print its time and bandwidth");
+  add_common_options(*run, *run_options, false);
+  run->add_option("--trace", run_options->trace,
+                  "Write a Chrome/Perfetto trace of the simulated run (open in ui.perfetto.dev)");
+  run->callback([run_options, run] {
+    run_options->chunks_given = run->count("--chunks") > 0;
+    run_command(*run_options);
+  });
+
+  auto sweep_options = std::make_shared<RunOptions>();
+  CLI::App* sweep = app.add_subcommand(
+      "sweep", "Simulate every combination of lists and ranges of the run options, in parallel");
+  add_common_options(*sweep, *sweep_options, true);
+  sweep->add_option("--nranks", sweep_options->nranks,
+                    "Rank counts to sweep, taking the first n of --ranks: 2,4,8 or 2:64:x2");
+  sweep->add_option("--jobs,-j", sweep_options->jobs, "Threads (default: every core)");
+  sweep->add_flag("--progress", sweep_options->progress,
+                  "Show the progress bar even when stderr is not a terminal");
+  sweep->add_option("--terms", sweep_options->terms,
+                    "Also write each point's copy and link terms to this CSV (for tools/plot.py)");
+  sweep
+      ->add_option("--max-points", sweep_options->max_points,
+                   "Refuse sweeps with more points than this")
+      ->capture_default_str();
+  sweep->callback([sweep_options, sweep] {
+    sweep_options->chunks_given = sweep->count("--chunks") > 0;
+    sweep_command(*sweep_options);
+  });
+}
 
 }  // namespace collsim::cli

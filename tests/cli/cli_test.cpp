@@ -1,0 +1,239 @@
+// End-to-end tests of `collsim run` and `collsim sweep`: the binary is run on small topologies
+// under tests/cli/data whose costs can be derived by hand.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tests/cli/cli_support.hpp"
+#include "tools/report.hpp"
+
+using namespace collsim::cli_test;
+
+namespace {
+
+const std::string kTwo = "--topology tests/cli/data/two-gpus.json";
+const std::string kFour = "--topology tests/cli/data/four-gpus-switch.json";
+
+// Column index of a CSV header field.
+std::size_t column(const std::vector<std::string>& header, const std::string& name) {
+  for (std::size_t i = 0; i < header.size(); ++i)
+    if (header[i] == name) return i;
+  FAIL("no column " << name);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("run prints the golden table", "[cli][golden]") {
+  const auto r = run_cli("run " + kTwo + " --algo ring --size 1GB --chunks 1");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  check_golden("run_two_gpus_table.txt", r.out);
+}
+
+TEST_CASE("run --format csv prints the golden header and row", "[cli][golden]") {
+  const auto r =
+      run_cli("run " + kTwo + " --algo ring --size 1GB --chunks 1 --format csv --no-wall");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.rfind(std::string(collsim::cli::kCsvHeader) + "\n", 0) == 0);
+  check_golden("run_two_gpus.csv", r.out);
+}
+
+TEST_CASE("ring allreduce on two GPUs takes 2 latencies + size / bandwidth", "[cli]") {
+  // Ring allreduce on p = 2: 2(p-1) = 2 steps of S/p bytes over one 100 GB/s, 1 us link, and
+  // nothing else costs anything in the file: t = 2 x (1 us + 0.5 GB / 100 GB/s) = 10002 us.
+  // algbw = 1 GB / 10002 us = 99.98 GB/s; busbw = algbw x 2(p-1)/p = algbw.
+  const auto r = run_cli("run " + kTwo + " --algo ring --size 1GB --format csv --no-wall");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto rows = csv_rows(r.out);
+  REQUIRE(rows.size() == 2);
+  const auto& h = rows[0];
+  CHECK(std::stod(rows[1][column(h, "time_us")]) == Approx(10002).epsilon(1e-9));
+  CHECK(std::stod(rows[1][column(h, "busbw_GBps")]) == Approx(1e9 / 10002e-6 / 1e9));
+  CHECK(rows[1][column(h, "count")] == "250000000");
+  CHECK(rows[1][column(h, "ranks")] == "2");
+}
+
+TEST_CASE("bus bandwidth never exceeds what the links allow", "[cli]") {
+  // Any allreduce must move 2(p-1)/p x S bytes through each GPU's port, so busbw = 2(p-1)/p x
+  // S / t can at most equal the port bandwidth: 100 GB/s on two-gpus, 50 GB/s on the switch.
+  for (const auto& [topology, limit] : {std::pair{kTwo, 100.0}, std::pair{kFour, 50.0}}) {
+    const auto r = run_cli("sweep " + topology +
+                           " --algo ring,tree,rhd,rd,direct,naive --size 1KiB:1GiB:x32 "
+                           "--chunks 1,8 --format csv --no-wall --jobs 2");
+    INFO(topology << "\n" << r.err);
+    REQUIRE((r.status == 0 || r.status == 2));
+    const auto rows = csv_rows(r.out);
+    REQUIRE(rows.size() > 1);
+    const std::size_t busbw = column(rows[0], "busbw_GBps");
+    std::size_t checked = 0;
+    for (std::size_t i = 1; i < rows.size(); ++i) {
+      if (rows[i][busbw].empty()) continue;  // a point the algorithm does not fit
+      INFO(r.out.substr(0, 2000));
+      CHECK(std::stod(rows[i][busbw]) <= limit * (1 + 1e-12));
+      ++checked;
+    }
+    CHECK(checked >= 8);  // ring alone gives 5 sizes x 2 chunk counts = 10 rows
+  }
+}
+
+TEST_CASE("json lines carry the CSV keys", "[cli]") {
+  const auto r =
+      run_cli("run " + kFour + " --algo ring --size 1MiB --chunks 4 --format json --no-wall");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  std::string keys;
+  for (const auto& [key, value] : j.items()) keys += (keys.empty() ? "" : ",") + key;
+  // nlohmann::json sorts keys; compare as sets by sorting the CSV header too.
+  std::vector<std::string> header = csv_rows(collsim::cli::kCsvHeader)[0];
+  std::sort(header.begin(), header.end());
+  std::string expected;
+  for (const auto& h : header) expected += (expected.empty() ? "" : ",") + h;
+  CHECK(keys == expected);
+  CHECK(j["ranks"] == 4);
+  CHECK(j["chunks"] == 4);
+  CHECK(j["size_bytes"] == 1048576);
+}
+
+TEST_CASE("bad values exit with status 2 and say what to do", "[cli][errors]") {
+  struct Case {
+    std::string args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"run " + kTwo + " --size 0", "positive"},
+      {"run " + kTwo + " --size=-1MiB", "positive"},
+      {"run " + kTwo + " --size 12XB", "unknown size unit"},
+      {"run " + kTwo + " --size 1MiB --chunks 0", "at least 1"},
+      // 1 KiB of fp32 is 256 elements.
+      {"run " + kTwo + " --size 1KiB --chunks 512", "larger than the element count 256"},
+      {"run " + kTwo + " --size 6 --dtype fp32", "whole number of fp32 elements"},
+      {"run " + kTwo + " --size 1MiB --algo rign", "did you mean \"ring\""},
+      {"run " + kTwo + " --size 1MiB --collective allreduc", "did you mean \"allreduce\""},
+      {"run " + kTwo + " --size 1MiB --dtype fp64", "unknown data type"},
+      {"run " + kTwo + " --size 1MiB --chunks 1,2", "use collsim sweep"},
+      {"run " + kTwo + " --size 1MiB --format xml", "table, csv or json"},
+      {"run " + kTwo + " --size 1MiB --ranks 0-5", "out of range"},
+      {"run --topology tests/cli/data/missing.json --size 1MiB", "missing.json"},
+      {"sweep " + kTwo + " --size 1:1GiB:+1", "coarser"},
+      {"sweep " + kTwo + " --size 1KiB:4GiB:x4 --chunks 1:8:+1 --max-points 10",
+       "more than --max-points 10"},
+      {"sweep " + kTwo + " --size 64:1 --chunks 1", "upwards"},
+  };
+  for (const Case& c : cases) {
+    const auto r = run_cli(c.args);
+    INFO(c.args << "\nstdout: " << r.out << "\nstderr: " << r.err);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.err, Catch::Contains(c.message));
+    CHECK_THAT(r.err, !Catch::Contains("internal error"));
+  }
+}
+
+TEST_CASE("an algorithm that does not fit the collective is refused, not replaced",
+          "[cli][errors]") {
+  // Hierarchical needs servers; the switch file has none.
+  const auto r = run_cli("run " + kFour + " --algo hier --size 1MiB");
+  INFO(r.out << r.err);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.err, Catch::Contains("error:"));
+  CHECK(r.out.empty());
+}
+
+TEST_CASE("a sweep gives the same CSV whatever the thread count", "[cli][sweep]") {
+  const std::string args = "sweep " + kFour +
+                           " --algo ring,direct,auto --size 1KiB:16MiB:x4 --chunks 1,2,4 "
+                           "--format csv --no-wall";
+  const auto one = run_cli(args + " --jobs 1");
+  const auto two = run_cli(args + " --jobs 2");
+  INFO(one.err << two.err);
+  REQUIRE(one.status == two.status);
+  CHECK(one.out == two.out);
+  // 3 algorithms x 7 sizes x 3 chunk counts, plus the header.
+  CHECK(csv_rows(one.out).size() == 1 + 3 * 7 * 3);
+}
+
+TEST_CASE("sweep rows come in input order: chunks fastest, then sizes, then algorithms",
+          "[cli][sweep]") {
+  const auto r = run_cli("sweep " + kFour +
+                         " --algo ring,naive --size 1KiB,4KiB --chunks 2,1 --format csv --no-wall "
+                         "--jobs 2");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto rows = csv_rows(r.out);
+  REQUIRE(rows.size() == 9);
+  const std::size_t algo = column(rows[0], "algo");
+  const std::size_t size = column(rows[0], "size_bytes");
+  const std::size_t k = column(rows[0], "chunks");
+  const std::vector<std::string> expect = {"ring 1024 2",  "ring 1024 1",  "ring 4096 2",
+                                           "ring 4096 1",  "naive 1024 2", "naive 1024 1",
+                                           "naive 4096 2", "naive 4096 1"};
+  for (std::size_t i = 0; i < expect.size(); ++i)
+    CHECK(rows[i + 1][algo] + " " + rows[i + 1][size] + " " + rows[i + 1][k] == expect[i]);
+}
+
+TEST_CASE("a failed sweep point is reported and does not lose the others", "[cli][sweep]") {
+  // 1 KiB of fp32 is 256 elements: k = 512 cannot be cut.
+  const auto r =
+      run_cli("sweep " + kTwo + " --algo ring --size 1KiB --chunks 1,512,2 --format csv --no-wall");
+  CHECK(r.status == 2);
+  const auto rows = csv_rows(r.out);
+  REQUIRE(rows.size() == 4);
+  const std::size_t time = column(rows[0], "time_us");
+  CHECK_FALSE(rows[1][time].empty());
+  CHECK(rows[2][time].empty());
+  CHECK_FALSE(rows[3][time].empty());
+  CHECK_THAT(r.err, Catch::Contains("point 2") && Catch::Contains("element count") &&
+                        Catch::Contains("1 of 3 points failed"));
+}
+
+TEST_CASE("the progress bar shows done/total and time left on request", "[cli][sweep]") {
+  const auto quiet = run_cli("sweep " + kTwo + " --size 1KiB,2KiB --format csv");
+  CHECK(quiet.status == 0);
+  CHECK(quiet.err.empty());  // stderr is not a terminal here
+  const auto shown = run_cli("sweep " + kTwo + " --size 1KiB,2KiB --format csv --progress");
+  CHECK(shown.status == 0);
+  CHECK_THAT(shown.err, Catch::Contains("2/2 points") && Catch::Contains("left"));
+}
+
+TEST_CASE("--algo auto says what it picked and the runner-up", "[cli][auto]") {
+  const auto r = run_cli("run " + kFour + " --algo auto --size 4MiB");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("# auto picked") && Catch::Contains("runner-up") &&
+                        Catch::Contains("chunks      auto (free"));
+}
+
+TEST_CASE("the examples in docs/cli.md run", "[cli][docs]") {
+  // Every line of the document that starts with "$ collsim " is run from a scratch folder that
+  // sees the repository's configs/ and tests/ so that examples may write files freely.
+  const auto dir = scratch_dir() / "docs";
+  std::filesystem::create_directories(dir);
+  for (const char* sub : {"configs", "tests", "tools"}) {
+    const auto link = dir / sub;
+    if (!std::filesystem::exists(link))
+      std::filesystem::create_directory_symlink(std::filesystem::path(COLLSIM_SOURCE_DIR) / sub,
+                                                link);
+  }
+  std::istringstream doc(read_file(std::filesystem::path(COLLSIM_SOURCE_DIR) / "docs" / "cli.md"));
+  std::string line;
+  std::size_t examples = 0;
+  while (std::getline(doc, line)) {
+    const std::string prompt = "$ collsim ";
+    if (line.rfind(prompt, 0) != 0) continue;
+    std::string args = line.substr(prompt.size());
+    // Continuation lines end with a backslash.
+    while (!args.empty() && args.back() == '\\' && std::getline(doc, line)) {
+      args.pop_back();
+      args += line;
+    }
+    const auto r = run_cli(args, dir.string());
+    INFO("collsim " << args << "\nstderr: " << r.err);
+    CHECK(r.status == 0);
+    ++examples;
+  }
+  CHECK(examples >= 5);
+}

@@ -1,0 +1,56 @@
+#include "tools/progress.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace collsim::cli {
+namespace {
+
+std::string clock_text(double seconds) {
+  const auto s = static_cast<long long>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}h{:02}m{:02}s", s / 3600, s / 60 % 60, s % 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{:.1f}s", seconds);
+}
+
+}  // namespace
+
+Progress::Progress(std::FILE* out, bool enabled)
+    : out_(out), enabled_(enabled), start_(std::chrono::steady_clock::now()), last_draw_() {}
+
+bool Progress::stderr_is_terminal() {
+  return isatty(STDERR_FILENO) == 1;
+}
+
+void Progress::update(std::size_t done, std::size_t total) {
+  if (!enabled_ || total == 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (done < total && drawn_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  last_draw_ = now;
+  drawn_ = true;
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  constexpr std::size_t kWidth = 30;
+  const std::size_t filled = done * kWidth / total;
+  std::string bar(filled, '#');
+  bar.resize(kWidth, '.');
+  // The estimate assumes the remaining points cost what the finished ones did on average.
+  const std::string left =
+      done == 0
+          ? std::string("?")
+          : clock_text(elapsed * static_cast<double>(total - done) / static_cast<double>(done));
+  fmt::print(out_, "\r[{}] {}/{} points, {} elapsed, {} left   ", bar, done, total,
+             clock_text(elapsed), left);
+  std::fflush(out_);
+}
+
+void Progress::finish() {
+  if (enabled_ && drawn_) {
+    fmt::print(out_, "\n");
+    std::fflush(out_);
+  }
+  drawn_ = false;
+}
+
+}  // namespace collsim::cli

@@ -1,0 +1,29 @@
+#pragma once
+// A one-line progress bar on stderr: done/total, elapsed time and an estimate of the time left.
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+
+namespace collsim::cli {
+
+class Progress {
+ public:
+  // Draws nothing unless `enabled`; callers enable it when stderr is a terminal or on request.
+  Progress(std::FILE* out, bool enabled);
+  // Redraws at most a few times a second, and always for the last point.
+  void update(std::size_t done, std::size_t total);
+  // Ends the line so that later messages start on their own.
+  void finish();
+
+  // stderr is a terminal (the default for showing the bar).
+  static bool stderr_is_terminal();
+
+ private:
+  std::FILE* out_;
+  bool enabled_;
+  bool drawn_ = false;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_draw_;
+};
+
+}  // namespace collsim::cli

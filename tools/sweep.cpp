@@ -1,0 +1,269 @@
+#include "tools/sweep.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "sim/engine.hpp"
+#include "topology/error.hpp"
+
+namespace collsim::cli {
+namespace {
+
+struct Simulated {
+  double time = 0;
+  std::uint64_t events = 0;
+  ModelTerms terms;
+};
+
+Simulated simulate_one(const Context& context, const Point& point, sched::Algorithm algorithm,
+                       std::uint32_t chunks) {
+  const sched::PlanRequest request = make_request(context, point, algorithm, chunks);
+  const sched::Plan plan = sched::generate(*context.router, request);
+  const sim::Result result = sim::simulate(*context.router, plan);
+  if (result.stop != sim::StopReason::finished)
+    throw InternalError(fmt::format("simulation of {} k={} stopped early ({}) without a limit set",
+                                    sched::to_string(algorithm), chunks,
+                                    sim::to_string(result.stop)));
+  if (!std::isfinite(result.time) || result.time < 0)
+    throw InternalError(fmt::format("simulation of {} k={} finished at time {}",
+                                    sched::to_string(algorithm), chunks, result.time));
+  Simulated s{result.time, result.events, {}};
+  if (context.model_terms) s.terms = model_terms(*context.router, plan);
+  return s;
+}
+
+double copy_bandwidth(const topo::Router& router, const topo::Topology& topology, topo::NodeId gpu,
+                      sched::CopyKind kind) {
+  const topo::NodeId cpu = topology.host_cpu(gpu);
+  switch (kind) {
+    case sched::CopyKind::d2d:
+      // A device copy reads and writes every byte.
+      return topology.node(gpu).memory_bandwidth / 2;
+    case sched::CopyKind::d2h:
+      return cpu == topo::kNoNode ? kUnlimited : router.route(gpu, cpu).bandwidth;
+    case sched::CopyKind::h2d:
+      return cpu == topo::kNoNode ? kUnlimited : router.route(cpu, gpu).bandwidth;
+    case sched::CopyKind::host:
+      return cpu == topo::kNoNode ? kUnlimited : topology.node(cpu).memcpy_bandwidth;
+  }
+  return kUnlimited;
+}
+
+}  // namespace
+
+ModelTerms model_terms(const topo::Router& router, const sched::Plan& plan) {
+  const topo::Topology& topology = router.topology();
+  std::vector<double> copy(plan.num_ranks(), 0.0);
+  std::vector<double> link(plan.num_ranks(), 0.0);
+  for (sched::OpId op = 0; op < plan.num_ops(); ++op) {
+    const sched::RankId rank = plan.rank(op);
+    const topo::NodeId gpu = plan.rank_gpu[rank];
+    const double bytes = static_cast<double>(plan.bytes(op));
+    if (plan.kind(op) == sched::OpKind::copy) {
+      const double bw = copy_bandwidth(router, topology, gpu,
+                                       sched::copy_kind(plan.src(op).buffer, plan.dst(op).buffer));
+      if (std::isfinite(bw) && bw > 0) copy[rank] += bytes / bw;
+    } else if (plan.kind(op) == sched::OpKind::send) {
+      const topo::NodeId peer = plan.rank_gpu[plan.peer(op)];
+      const double bw = router.route(gpu, peer).bandwidth;
+      if (std::isfinite(bw) && bw > 0) link[rank] += bytes / bw;
+    }
+  }
+  ModelTerms t;
+  for (double c : copy) t.copy = std::max(t.copy, c);
+  for (double l : link) t.link = std::max(t.link, l);
+  return t;
+}
+
+std::vector<std::uint32_t> auto_chunk_counts(std::uint64_t elements) {
+  std::vector<std::uint32_t> out;
+  for (std::uint32_t k = 1; k <= 64 && k <= elements; k *= 2) out.push_back(k);
+  return out;
+}
+
+sched::PlanRequest make_request(const Context& context, const Point& point,
+                                sched::Algorithm algorithm, std::uint32_t chunks) {
+  const std::size_t element = sched::dtype_size(point.dtype);
+  if (point.size % element != 0)
+    throw InputError("", "--size",
+                     fmt::format("{} bytes is not a whole number of {} elements ({} bytes each); "
+                                 "use a multiple of {}",
+                                 point.size, sched::to_string(point.dtype), element, element));
+  const std::uint64_t count = point.size / element;
+  if (chunks > count)
+    throw InputError(
+        "", "--chunks",
+        fmt::format("k = {} is larger than the element count {} of a {} {} buffer; "
+                    "every chunk needs at least one element, so use k <= {}",
+                    chunks, count, format_size(point.size), sched::to_string(point.dtype), count));
+  if (point.nranks > context.ranks.size())
+    throw InputError("", "--nranks",
+                     fmt::format("{} ranks were asked for but only {} GPUs are selected; use at "
+                                 "most {}",
+                                 point.nranks, context.ranks.size(), context.ranks.size()));
+  sched::PlanRequest request;
+  request.collective = point.collective;
+  request.algorithm = algorithm;
+  request.size = point.size;
+  request.dtype = point.dtype;
+  request.chunks = chunks;
+  request.root = context.root;
+  const std::size_t n = point.nranks == 0 ? context.ranks.size() : point.nranks;
+  request.ranks.assign(context.ranks.begin(), context.ranks.begin() + static_cast<long>(n));
+  if (context.root >= n)
+    throw InputError("", "--root",
+                     fmt::format("root rank {} does not exist among {} ranks; use 0 to {}",
+                                 context.root, n, n - 1));
+  return request;
+}
+
+Evaluation evaluate_or_throw(const Context& context, const Point& point,
+                             const std::string& topology_name) {
+  Evaluation ev;
+  Row& row = ev.row;
+  row.collective = point.collective;
+  row.algo = to_string(point.algo);
+  row.topology = topology_name;
+  row.ranks = static_cast<std::uint32_t>(point.nranks == 0 ? context.ranks.size() : point.nranks);
+  row.size = point.size;
+  row.dtype = point.dtype;
+  row.chunks = point.chunks;
+  const auto start = std::chrono::steady_clock::now();
+  if (point.algo && point.chunks != kAutoChunks) {
+    const Simulated s = simulate_one(context, point, *point.algo, point.chunks);
+    row.time = s.time;
+    row.events = s.events;
+    ev.terms = s.terms;
+  } else {
+    std::vector<sched::Algorithm> algorithms;
+    if (point.algo)
+      algorithms.push_back(*point.algo);
+    else
+      algorithms.assign(all_algorithms().begin(), all_algorithms().end());
+    std::vector<std::uint32_t> ks{point.chunks};
+    if (point.chunks == kAutoChunks) {
+      // The size check comes first, so that a bad size is not reported as "no k fits".
+      make_request(context, point, algorithms.front(), 1);
+      ks = auto_chunk_counts(point.size / sched::dtype_size(point.dtype));
+    }
+    std::optional<Simulated> best;
+    for (sched::Algorithm a : algorithms) {
+      for (std::uint32_t k : ks) {
+        Candidate c{std::string(sched::to_string(a)), k, 0, {}};
+        try {
+          const Simulated s = simulate_one(context, point, a, k);
+          c.time = s.time;
+          if (!best || s.time < best->time) {
+            best = s;
+            row.algo = c.algo;
+            row.chunks = k;
+          }
+        } catch (const InputError& e) {
+          c.error = e.what();
+        }
+        ev.candidates.push_back(std::move(c));
+      }
+    }
+    if (!best) {
+      std::string why;
+      for (const Candidate& c : ev.candidates)
+        if (why.find(c.error) == std::string::npos)
+          why += fmt::format("\n  {} k={}: {}", c.algo, c.chunks, c.error);
+      throw InputError("", "--algo",
+                       fmt::format("no algorithm and chunk count fit this point; tried {} pairs, "
+                                   "refused because:{}",
+                                   ev.candidates.size(), why));
+    }
+    row.time = best->time;
+    row.events = best->events;
+    ev.terms = best->terms;
+  }
+  row.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return ev;
+}
+
+Evaluation evaluate(const Context& context, const Point& point, const std::string& topology_name) {
+  const auto start = std::chrono::steady_clock::now();
+  auto failed = [&](std::string message, bool internal) {
+    Evaluation ev;
+    Row& row = ev.row;
+    row.collective = point.collective;
+    row.algo = to_string(point.algo);
+    row.topology = topology_name;
+    row.ranks = static_cast<std::uint32_t>(point.nranks == 0 ? context.ranks.size() : point.nranks);
+    row.size = point.size;
+    row.dtype = point.dtype;
+    row.chunks = point.chunks;
+    row.error = std::move(message);
+    row.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ev.internal_error = internal;
+    return ev;
+  };
+  try {
+    return evaluate_or_throw(context, point, topology_name);
+  } catch (const InputError& e) {
+    return failed(e.what(), false);
+  } catch (const std::bad_alloc&) {
+    return failed("out of memory; try a smaller point or fewer --jobs", false);
+  } catch (const std::exception& e) {
+    return failed(fmt::format("internal error (a bug in collsim, please report it): {}", e.what()),
+                  true);
+  }
+}
+
+void run_points(const Context& context, const std::vector<Point>& points,
+                const std::string& topology_name, unsigned jobs,
+                const std::function<void(std::size_t, const Evaluation&)>& emit,
+                const std::function<void(std::size_t, std::size_t)>& progress) {
+  const std::size_t total = points.size();
+  std::vector<std::optional<Evaluation>> results(total);
+  std::atomic<std::size_t> next{0};
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::size_t done = 0;
+
+  auto work = [&] {
+    for (std::size_t i = next++; i < total; i = next++) {
+      Evaluation ev = evaluate(context, points[i], topology_name);
+      std::lock_guard lock(mutex);
+      results[i] = std::move(ev);
+      ++done;
+      changed.notify_one();
+    }
+  };
+  const unsigned threads = static_cast<unsigned>(
+      std::max<std::size_t>(1, std::min<std::size_t>(jobs == 0 ? 1 : jobs, total)));
+  std::vector<std::jthread> pool;
+  pool.reserve(threads);
+  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(work);
+
+  // The calling thread only emits: rows go out in input order as soon as their prefix is done,
+  // so that a long sweep streams its results.
+  std::size_t emitted = 0;
+  std::unique_lock lock(mutex);
+  while (emitted < total) {
+    changed.wait_for(lock, std::chrono::milliseconds(200),
+                     [&] { return results[emitted].has_value(); });
+    const std::size_t done_now = done;
+    std::vector<std::pair<std::size_t, Evaluation>> ready;
+    while (emitted < total && results[emitted]) {
+      ready.emplace_back(emitted, std::move(*results[emitted]));
+      results[emitted].reset();
+      ++emitted;
+    }
+    lock.unlock();
+    for (const auto& [i, ev] : ready) emit(i, ev);
+    if (progress) progress(done_now, total);
+    lock.lock();
+  }
+}
+
+}  // namespace collsim::cli

@@ -1,0 +1,84 @@
+#pragma once
+// Points of a run or sweep, how one point is simulated, and how many are run on a pool of threads.
+//
+// A point is a pure function of (topology, point): points share the topology and its Router
+// read-only and nothing else, so they can be evaluated in any order, on any thread, or (later)
+// split among MPI ranks by index, and the results are still emitted in input order.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "schedules/generate.hpp"
+#include "tools/report.hpp"
+#include "tools/value_lists.hpp"
+#include "topology/routing.hpp"
+
+namespace collsim::cli {
+
+struct Point {
+  sched::Collective collective = sched::Collective::allreduce;
+  AlgoChoice algo = sched::Algorithm::ring;  // nullopt: search every algorithm
+  Bytes size = 0;
+  sched::DType dtype = sched::DType::fp32;
+  std::uint32_t chunks = 1;  // kAutoChunks: search k in 1, 2, 4, ..., 64
+  std::uint32_t nranks = 0;  // the first n of the selected ranks; 0 means all of them
+};
+
+// What every point shares, read-only.
+struct Context {
+  const topo::Router* router = nullptr;
+  std::vector<topo::NodeId> ranks;  // the selected GPUs, rank order
+  sched::RankId root = 0;
+  bool model_terms = false;  // also compute the copy and link terms of each plan (for plots)
+};
+
+// The α-β terms of a plan, without overlap or contention: for each rank the bytes it copies over
+// the bandwidth of the path each copy takes (PCIe route to its host CPU for d2h/h2d, half the
+// memory bandwidth for d2d, the CPU's memcpy bandwidth for host copies), and the bytes it sends
+// over the bottleneck bandwidth of the route to the peer; the maximum over ranks of each sum.
+struct ModelTerms {
+  double copy = 0;  // seconds
+  double link = 0;  // seconds
+};
+ModelTerms model_terms(const topo::Router& router, const sched::Plan& plan);
+
+// One (algorithm, k) pair tried by an auto search.
+struct Candidate {
+  std::string algo;
+  std::uint32_t chunks = 0;
+  double time = 0;
+  std::string error;  // why the pair was refused, if it was
+};
+
+struct Evaluation {
+  Row row;
+  ModelTerms terms;
+  std::vector<Candidate> candidates;  // filled by auto searches, in the order tried
+  bool internal_error = false;        // row.error comes from a bug, not from the input
+};
+
+// The chunk counts an auto search tries: 1, 2, 4, ..., 64, at most the element count.
+std::vector<std::uint32_t> auto_chunk_counts(std::uint64_t elements);
+
+// The request for one (algorithm, k) of a point, validated: size a whole number of elements,
+// k at most the element count. Throws InputError.
+sched::PlanRequest make_request(const Context& context, const Point& point,
+                                sched::Algorithm algorithm, std::uint32_t chunks);
+
+// Simulates a point; an auto point tries every fitting pair and keeps the fastest (ties go to
+// the earlier pair). Throws InputError or InternalError.
+Evaluation evaluate_or_throw(const Context& context, const Point& point,
+                             const std::string& topology_name);
+// The same, but errors land in row.error and never escape, so that one bad point does not sink
+// a sweep.
+Evaluation evaluate(const Context& context, const Point& point, const std::string& topology_name);
+
+// Evaluates `points` on `jobs` threads and calls `emit` from the calling thread, in input order,
+// as soon as every earlier point is done. `progress` (may be empty) gets (done, total).
+void run_points(const Context& context, const std::vector<Point>& points,
+                const std::string& topology_name, unsigned jobs,
+                const std::function<void(std::size_t, const Evaluation&)>& emit,
+                const std::function<void(std::size_t, std::size_t)>& progress);
+
+}  // namespace collsim::cli

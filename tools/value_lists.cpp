@@ -1,0 +1,342 @@
+#include "tools/value_lists.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <functional>
+#include <limits>
+
+#include "topology/error.hpp"
+
+namespace collsim::cli {
+namespace {
+
+constexpr std::array kAlgorithms = {
+    sched::Algorithm::ring, sched::Algorithm::tree,   sched::Algorithm::rhd,  sched::Algorithm::rd,
+    sched::Algorithm::hier, sched::Algorithm::direct, sched::Algorithm::naive};
+constexpr std::array kCollectives = {
+    sched::Collective::allreduce, sched::Collective::reduce_scatter, sched::Collective::allgather,
+    sched::Collective::broadcast, sched::Collective::reduce,         sched::Collective::alltoall};
+constexpr std::array kDTypes = {sched::DType::fp32, sched::DType::fp16, sched::DType::bf16};
+
+[[noreturn]] void fail(const std::string& option, std::string message) {
+  throw InputError("", option, std::move(message));
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::string join(std::span<const std::string_view> names) {
+  std::string out;
+  for (std::string_view n : names) {
+    if (!out.empty()) out += ", ";
+    out += n;
+  }
+  return out;
+}
+
+// Parses a whole, unsigned decimal integer; nullopt for anything else (signs, blanks, overflow).
+std::optional<std::uint64_t> parse_uint(std::string_view s) {
+  std::uint64_t v = 0;
+  if (s.empty()) return std::nullopt;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+// Expands one list of values and ranges. `parse_one` turns a single value into a number or
+// throws InputError; `what` names the quantity in messages ("size", "chunk count").
+std::vector<std::uint64_t> expand(std::string_view text, const std::string& option,
+                                  std::string_view what,
+                                  const std::function<std::uint64_t(std::string_view)>& parse_one) {
+  std::vector<std::uint64_t> out;
+  if (trim(text).empty())
+    fail(option, fmt::format("expected at least one {}; found nothing", what));
+  for (std::string_view item : split_list(text)) {
+    if (item.empty())
+      fail(option,
+           fmt::format("empty entry in the list \"{}\"; separate values with single commas, "
+                       "as in 1,2,4",
+                       text));
+    std::vector<std::string_view> parts;
+    std::size_t start = 0;
+    for (std::size_t i = 0; i <= item.size(); ++i) {
+      if (i == item.size() || item[i] == ':') {
+        parts.push_back(trim(item.substr(start, i - start)));
+        start = i + 1;
+      }
+    }
+    if (parts.size() == 1) {
+      out.push_back(parse_one(parts[0]));
+    } else if (parts.size() == 2 || parts.size() == 3) {
+      const std::uint64_t first = parse_one(parts[0]);
+      const std::uint64_t last = parse_one(parts[1]);
+      if (first > last)
+        fail(option,
+             fmt::format("range \"{}\" starts above its end; ranges go upwards, as in {}:{}", item,
+                         parts[1], parts[0]));
+      std::uint64_t factor = 2;
+      std::uint64_t increment = 0;
+      if (parts.size() == 3) {
+        const std::string_view step = parts[2];
+        if (!step.empty() && (step[0] == 'x' || step[0] == '*')) {
+          const auto f = parse_uint(trim(step.substr(1)));
+          if (!f || *f < 2 || *f > 1024)
+            fail(option, fmt::format("step \"{}\" in range \"{}\" is not a whole factor from 2 to "
+                                     "1024; write it as x2 or x4",
+                                     step, item));
+          factor = *f;
+        } else if (!step.empty() && step[0] == '+') {
+          factor = 0;
+          increment = parse_one(trim(step.substr(1)));
+        } else {
+          fail(option, fmt::format("step \"{}\" in range \"{}\" is neither a factor (x2) nor an "
+                                   "increment (+1MiB, +1); write the range as start:end:x2",
+                                   step, item));
+        }
+      }
+      for (std::uint64_t v = first; v <= last;) {
+        out.push_back(v);
+        if (out.size() > kMaxListValues) break;
+        const std::uint64_t next = factor != 0 ? v * factor : v + increment;
+        if ((factor != 0 && v > std::numeric_limits<std::uint64_t>::max() / factor) || next <= v)
+          break;
+        v = next;
+      }
+    } else {
+      fail(option,
+           fmt::format("\"{}\" has {} colons; a range is start:end or start:end:step, as in "
+                       "1:64:x2",
+                       item, parts.size() - 1));
+    }
+    if (out.size() > kMaxListValues)
+      fail(option,
+           fmt::format("\"{}\" gives more than {} {}s; use a coarser step (x2 rather than +1) "
+                       "or split the sweep",
+                       text, kMaxListValues, what));
+  }
+  return out;
+}
+
+template <typename Enum, std::size_t N>
+Enum parse_name(std::string_view text, const std::string& option, std::string_view what,
+                const std::array<Enum, N>& values, std::string_view extra = {}) {
+  std::string name(trim(text));
+  std::replace(name.begin(), name.end(), '-', '_');
+  std::vector<std::string_view> names;
+  for (Enum v : values) {
+    if (sched::to_string(v) == name) return v;
+    names.push_back(sched::to_string(v));
+  }
+  if (!extra.empty()) names.push_back(extra);
+  const std::string guess = closest_match(name, names);
+  fail(option,
+       fmt::format("unknown {} \"{}\"; {}expected one of {}", what, trim(text),
+                   guess.empty() ? "" : fmt::format("did you mean \"{}\"? ", guess), join(names)));
+}
+
+}  // namespace
+
+std::vector<std::string_view> split_list(std::string_view text) {
+  std::vector<std::string_view> out;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || text[i] == ',') {
+      out.push_back(trim(text.substr(start, i - start)));
+      start = i + 1;
+    }
+  }
+  return out;
+}
+
+std::span<const sched::Algorithm> all_algorithms() {
+  return kAlgorithms;
+}
+std::span<const sched::Collective> all_collectives() {
+  return kCollectives;
+}
+
+std::vector<Bytes> parse_size_list(std::string_view text, const std::string& option) {
+  return expand(text, option, "size", [&](std::string_view s) -> std::uint64_t {
+    try {
+      return parse_size(s);
+    } catch (const UnitError& e) {
+      fail(option, e.what());
+    }
+  });
+}
+
+std::vector<std::uint32_t> parse_count_list(std::string_view text, const std::string& option,
+                                            bool allow_auto) {
+  if (allow_auto && trim(text) == "auto") return {kAutoChunks};
+  const auto values = expand(text, option, "count", [&](std::string_view s) -> std::uint64_t {
+    const auto v = parse_uint(s);
+    if (!v) {
+      if (!s.empty() && s[0] == '-')
+        fail(option, fmt::format("\"{}\" is negative; expected a whole number of at least 1", s));
+      fail(option,
+           fmt::format("\"{}\" is not a whole number; expected a count such as 8{}", s,
+                       allow_auto ? ", a list such as 1,2,4, a range such as 1:64:x2, or auto"
+                                  : " or a range such as 1:64:x2"));
+    }
+    if (*v == 0) fail(option, "a count of 0 was given; expected at least 1");
+    if (*v > kMaxChunks)
+      fail(option, fmt::format("{} is above the supported maximum of {}", *v, kMaxChunks));
+    return *v;
+  });
+  return {values.begin(), values.end()};
+}
+
+sched::Collective parse_collective(std::string_view text, const std::string& option) {
+  return parse_name(text, option, "collective", kCollectives);
+}
+
+std::vector<sched::Collective> parse_collective_list(std::string_view text,
+                                                     const std::string& option) {
+  std::vector<sched::Collective> out;
+  for (std::string_view item : split_list(text)) out.push_back(parse_collective(item, option));
+  return out;
+}
+
+sched::DType parse_dtype(std::string_view text, const std::string& option) {
+  return parse_name(text, option, "data type", kDTypes);
+}
+
+std::vector<sched::DType> parse_dtype_list(std::string_view text, const std::string& option) {
+  std::vector<sched::DType> out;
+  for (std::string_view item : split_list(text)) out.push_back(parse_dtype(item, option));
+  return out;
+}
+
+AlgoChoice parse_algo(std::string_view text, const std::string& option) {
+  if (trim(text) == "auto") return std::nullopt;
+  return parse_name(text, option, "algorithm", kAlgorithms, "auto");
+}
+
+std::vector<AlgoChoice> parse_algo_list(std::string_view text, const std::string& option) {
+  std::vector<AlgoChoice> out;
+  for (std::string_view item : split_list(text)) out.push_back(parse_algo(item, option));
+  return out;
+}
+
+std::string to_string(const AlgoChoice& a) {
+  return a ? std::string(sched::to_string(*a)) : std::string("auto");
+}
+
+std::vector<topo::NodeId> parse_ranks(std::string_view text, const topo::Topology& topology,
+                                      const std::string& option) {
+  const auto& gpus = topology.gpus();
+  if (trim(text).empty()) return gpus;
+  std::vector<topo::NodeId> out;
+  auto by_index = [&](std::uint64_t i, std::string_view item) {
+    if (i >= gpus.size())
+      fail(option, fmt::format("GPU index {} in \"{}\" is out of range; the topology has {} GPUs, "
+                               "numbered 0 to {}",
+                               i, item, gpus.size(), gpus.size() - 1));
+    out.push_back(gpus[i]);
+  };
+  for (std::string_view item : split_list(text)) {
+    if (item.empty())
+      fail(option,
+           fmt::format("empty entry in \"{}\"; write ranks as 0-7,16 or as GPU names", text));
+    // A GPU whose name looks like a number or a range is still found by its name first.
+    const topo::NodeId named = topology.find(item);
+    if (named != topo::kNoNode) {
+      if (topology.node(named).kind != topo::NodeKind::gpu)
+        fail(option, fmt::format("\"{}\" is a {}, not a GPU", item,
+                                 topo::to_string(topology.node(named).kind)));
+      out.push_back(named);
+      continue;
+    }
+    if (auto i = parse_uint(item)) {
+      by_index(*i, item);
+      continue;
+    }
+    const std::size_t dash = item.find('-');
+    if (dash != std::string_view::npos && dash > 0) {
+      const auto a = parse_uint(trim(item.substr(0, dash)));
+      const auto b = parse_uint(trim(item.substr(dash + 1)));
+      if (a && b) {
+        if (*a > *b)
+          fail(option,
+               fmt::format("range \"{}\" starts above its end; write it as {}-{}", item, *b, *a));
+        if (*b >= gpus.size()) by_index(*b, item);
+        for (std::uint64_t i = *a; i <= *b; ++i) by_index(i, item);
+        continue;
+      }
+    }
+    std::vector<std::string> names;
+    std::vector<std::string_view> views;
+    for (topo::NodeId g : gpus) names.push_back(topology.node(g).name);
+    for (const auto& n : names) views.push_back(n);
+    const std::string guess = closest_match(item, views);
+    fail(option,
+         fmt::format("\"{}\" is neither a GPU index, an index range such as 0-7, nor the name "
+                     "of a GPU{}",
+                     item, guess.empty() ? "" : fmt::format("; did you mean \"{}\"?", guess)));
+  }
+  std::vector<topo::NodeId> sorted = out;
+  std::sort(sorted.begin(), sorted.end());
+  const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+  if (dup != sorted.end())
+    fail(option, fmt::format("GPU \"{}\" is listed twice; each GPU can hold one rank",
+                             topology.node(*dup).name));
+  return out;
+}
+
+std::string describe_ranks(std::span<const topo::NodeId> ranks, const topo::Topology& topology) {
+  const auto& gpus = topology.gpus();
+  std::vector<std::size_t> index;
+  for (topo::NodeId r : ranks) {
+    const auto it = std::find(gpus.begin(), gpus.end(), r);
+    if (it == gpus.end()) return "?";
+    index.push_back(static_cast<std::size_t>(it - gpus.begin()));
+  }
+  std::string out;
+  for (std::size_t i = 0; i < index.size();) {
+    std::size_t j = i;
+    while (j + 1 < index.size() && index[j + 1] == index[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += j == i ? fmt::format("{}", index[i]) : fmt::format("{}-{}", index[i], index[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string closest_match(std::string_view found, std::span<const std::string_view> candidates) {
+  // Levenshtein distance; a candidate counts when at most a third of the word differs.
+  auto distance = [](std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+      std::size_t diag = row[0];
+      row[0] = i;
+      for (std::size_t j = 1; j <= b.size(); ++j) {
+        const std::size_t up = row[j];
+        const char ca = static_cast<char>(std::tolower(static_cast<unsigned char>(a[i - 1])));
+        const char cb = static_cast<char>(std::tolower(static_cast<unsigned char>(b[j - 1])));
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (ca == cb ? 0 : 1)});
+        diag = up;
+      }
+    }
+    return row[b.size()];
+  };
+  std::string best;
+  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+  for (std::string_view c : candidates) {
+    const std::size_t d = distance(found, c);
+    const std::size_t allowed = std::max<std::size_t>(1, std::max(found.size(), c.size()) / 3);
+    if (d <= allowed && d < best_distance) {
+      best = std::string(c);
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+}  // namespace collsim::cli
