@@ -1,6 +1,9 @@
 #pragma once
 // Entry point of the schedule generators: one plan for an (algorithm, collective) pair on a
-// topology, split into k pipelined chunks.
+// topology, split into k pipelined chunks (docs/algorithms.md).
+#include <optional>
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -12,17 +15,35 @@ namespace collsim::sched {
 enum class Algorithm : std::uint8_t { ring, tree, rhd, rd, hier, direct, naive };
 std::string_view to_string(Algorithm a);
 
+// Command-line names: "ring", "tree", "rhd", "rd", "hier", "direct", "naive"; nullopt otherwise.
+std::optional<Algorithm> parse_algorithm(std::string_view name);
+// "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "alltoall".
+std::optional<Collective> parse_collective(std::string_view name);
+// "fp32", "fp16", "bf16".
+std::optional<DType> parse_dtype(std::string_view name);
+
+std::span<const Algorithm> all_algorithms();
+std::span<const Collective> all_collectives();
+
 struct PlanRequest {
   Collective collective = Collective::allreduce;
   Algorithm algorithm = Algorithm::ring;
-  Bytes size = 0;            // nccl-tests convention, see Plan::size
+  Bytes size = 0;  // nccl-tests convention, see Plan::size
   DType dtype = DType::fp32;
-  std::uint32_t chunks = 1;  // k >= 1; 1 is the monolithic schedule
-  RankId root = 0;           // broadcast and reduce
+  std::uint32_t chunks = 1;         // k >= 1; 1 is the monolithic schedule
+  RankId root = 0;                  // broadcast and reduce
   std::vector<topo::NodeId> ranks;  // GPUs taking part, rank order; empty means every GPU
 };
 
+// The algorithms generate() accepts for a collective on p ranks (ignoring size and k).
+std::vector<Algorithm> algorithms_for(Collective collective, RankId ranks);
+
+// Empty when the request fits; otherwise what is wrong and what would fit. Does not look at the
+// topology beyond the rank count (hier needs servers: generate() checks that).
+std::string why_not(const PlanRequest& request, RankId ranks);
+
 // Throws InputError when the algorithm does not fit the collective, the rank count or the size.
+// A request that does not fit is refused, never replaced by another algorithm.
 Plan generate(const topo::Router& router, const PlanRequest& request);
 
 }  // namespace collsim::sched

@@ -8,58 +8,83 @@ namespace collsim::sched {
 
 std::string_view to_string(OpKind k) {
   switch (k) {
-    case OpKind::send: return "send";
-    case OpKind::recv: return "recv";
-    case OpKind::reduce: return "reduce";
-    case OpKind::copy: return "copy";
-    case OpKind::compute: return "compute";
-    case OpKind::delay: return "delay";
+    case OpKind::send:
+      return "send";
+    case OpKind::recv:
+      return "recv";
+    case OpKind::reduce:
+      return "reduce";
+    case OpKind::copy:
+      return "copy";
+    case OpKind::compute:
+      return "compute";
+    case OpKind::delay:
+      return "delay";
   }
   return "?";
 }
 
 std::string_view to_string(Collective c) {
   switch (c) {
-    case Collective::allreduce: return "allreduce";
-    case Collective::reduce_scatter: return "reduce_scatter";
-    case Collective::allgather: return "allgather";
-    case Collective::broadcast: return "broadcast";
-    case Collective::reduce: return "reduce";
-    case Collective::alltoall: return "alltoall";
+    case Collective::allreduce:
+      return "allreduce";
+    case Collective::reduce_scatter:
+      return "reduce_scatter";
+    case Collective::allgather:
+      return "allgather";
+    case Collective::broadcast:
+      return "broadcast";
+    case Collective::reduce:
+      return "reduce";
+    case Collective::alltoall:
+      return "alltoall";
   }
   return "?";
 }
 
 std::string_view to_string(DType t) {
   switch (t) {
-    case DType::fp32: return "fp32";
-    case DType::fp16: return "fp16";
-    case DType::bf16: return "bf16";
+    case DType::fp32:
+      return "fp32";
+    case DType::fp16:
+      return "fp16";
+    case DType::bf16:
+      return "bf16";
   }
   return "?";
 }
 
 std::string_view to_string(BufferId b) {
   switch (b) {
-    case BufferId::input: return "input";
-    case BufferId::output: return "output";
-    case BufferId::scratch: return "scratch";
-    case BufferId::host: return "host";
+    case BufferId::input:
+      return "input";
+    case BufferId::output:
+      return "output";
+    case BufferId::scratch:
+      return "scratch";
+    case BufferId::host:
+      return "host";
   }
   return "?";
 }
 
 std::string_view to_string(CopyKind k) {
   switch (k) {
-    case CopyKind::d2d: return "d2d";
-    case CopyKind::d2h: return "d2h";
-    case CopyKind::h2d: return "h2d";
-    case CopyKind::host: return "host";
+    case CopyKind::d2d:
+      return "d2d";
+    case CopyKind::d2h:
+      return "d2h";
+    case CopyKind::h2d:
+      return "h2d";
+    case CopyKind::host:
+      return "host";
   }
   return "?";
 }
 
-std::size_t dtype_size(DType t) { return t == DType::fp32 ? 4 : 2; }
+std::size_t dtype_size(DType t) {
+  return t == DType::fp32 ? 4 : 2;
+}
 
 CopyKind copy_kind(BufferId src, BufferId dst) {
   const bool from_host = memory_of(src) == Memory::host;

@@ -35,7 +35,14 @@ inline constexpr OpId kNoOp = ~OpId{0};
 inline constexpr RankId kNoRank = ~RankId{0};
 
 enum class OpKind : std::uint8_t { send, recv, reduce, copy, compute, delay };
-enum class Collective : std::uint8_t { allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall };
+enum class Collective : std::uint8_t {
+  allreduce,
+  reduce_scatter,
+  allgather,
+  broadcast,
+  reduce,
+  alltoall
+};
 enum class DType : std::uint8_t { fp32, fp16, bf16 };
 enum class BufferId : std::uint8_t { input, output, scratch, host };
 enum class Memory : std::uint8_t { device, host };
@@ -47,7 +54,9 @@ std::string_view to_string(DType t);
 std::string_view to_string(BufferId b);
 std::string_view to_string(CopyKind k);
 std::size_t dtype_size(DType t);
-constexpr Memory memory_of(BufferId b) { return b == BufferId::host ? Memory::host : Memory::device; }
+constexpr Memory memory_of(BufferId b) {
+  return b == BufferId::host ? Memory::host : Memory::device;
+}
 CopyKind copy_kind(BufferId src, BufferId dst);
 
 // A place in one of a rank's buffers.
@@ -79,8 +88,8 @@ class Plan {
   DType dtype = DType::fp32;
   Bytes size = 0;
   std::uint32_t chunks = 1;
-  RankId root = 0;                      // broadcast and reduce
-  std::vector<topo::NodeId> rank_gpu;   // rank -> GPU node of the topology
+  RankId root = 0;                     // broadcast and reduce
+  std::vector<topo::NodeId> rank_gpu;  // rank -> GPU node of the topology
 
   RankId num_ranks() const { return static_cast<RankId>(rank_gpu.size()); }
 

@@ -1,0 +1,172 @@
+#include "schedules/builder.hpp"
+
+#include <string>
+
+#include "topology/error.hpp"
+
+namespace collsim::sched {
+
+std::vector<Piece> split(Piece whole, std::uint32_t parts, std::size_t element) {
+  if (parts == 0) throw InternalError("split into zero parts");
+  const Bytes elements = whole.bytes / element;
+  const Bytes base = elements / parts;
+  const Bytes extra = elements % parts;
+  std::vector<Piece> out(parts);
+  Bytes at = whole.offset;
+  for (std::uint32_t i = 0; i < parts; ++i) {
+    const Bytes n = (base + (i < extra ? 1 : 0)) * element;
+    out[i] = Piece{at, n};
+    at += n;
+  }
+  return out;
+}
+
+Lanes Lanes::channel(std::uint32_t index) {
+  if ((index + 1) * std::uint64_t{kPerChannel} > 0xffff)
+    throw InputError("", "",
+                     "the schedule needs more than 65535 streams on one rank; use fewer ranks "
+                     "or another algorithm");
+  const auto b = static_cast<StreamId>(index * kPerChannel);
+  Lanes l;
+  l.send = b;
+  l.recv = static_cast<StreamId>(b + 1);
+  l.reduce = static_cast<StreamId>(b + 2);
+  l.d2h = static_cast<StreamId>(b + 3);
+  l.h2d = static_cast<StreamId>(b + 4);
+  l.copy = static_cast<StreamId>(b + 5);
+  return l;
+}
+
+Lanes Lanes::single() {
+  Lanes l;
+  l.send = l.recv = l.reduce = l.d2h = l.h2d = l.copy = 0;
+  return l;
+}
+
+Builder::Builder(const topo::Router& router, Plan& plan, std::size_t element)
+    : router_(router),
+      plan_(plan),
+      element_(element),
+      scratch_used_(plan.num_ranks(), 0),
+      host_used_(plan.num_ranks(), 0) {}
+
+Region Builder::fresh_scratch(RankId rank, Bytes bytes) {
+  Region r{BufferId::scratch, scratch_used_[rank]};
+  scratch_used_[rank] += bytes;
+  return r;
+}
+
+Region Builder::fresh_host(RankId rank, Bytes bytes) {
+  Region r{BufferId::host, host_used_[rank]};
+  host_used_[rank] += bytes;
+  return r;
+}
+
+bool Builder::staged(RankId from, RankId to) const {
+  const topo::Topology& t = router_.topology();
+  const topo::Node& a = t.node(plan_.rank_gpu[from]);
+  const topo::Node& b = t.node(plan_.rank_gpu[to]);
+  if (a.server == topo::kNone || b.server == topo::kNone) return false;
+  const topo::Server& sa = t.servers()[static_cast<std::size_t>(a.server)];
+  const topo::Server& sb = t.servers()[static_cast<std::size_t>(b.server)];
+  if (a.server == b.server) return !sa.p2p;
+  return !(sa.gpudirect_rdma && sb.gpudirect_rdma);
+}
+
+namespace {
+
+void require_host(const topo::Topology& t, topo::NodeId gpu) {
+  if (t.host_cpu(gpu) == topo::kNoNode)
+    throw InputError("", "",
+                     "GPU '" + t.node(gpu).name +
+                         "' must stage through host memory (peer-to-peer or GPUDirect RDMA "
+                         "is off for its server) but reaches no CPU; add a pcie link to "
+                         "a cpu node or enable p2p/gpudirect_rdma");
+}
+
+}  // namespace
+
+OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
+                   std::span<const OpId> after_src, std::span<const OpId> after_dst,
+                   const Lanes& fl, const Lanes& tl) {
+  std::vector<OpId> send_deps(after_src.begin(), after_src.end());
+  Region send_src = src;
+  const bool stage = staged(from, to);
+  if (stage) {
+    require_host(router_.topology(), plan_.rank_gpu[from]);
+    require_host(router_.topology(), plan_.rank_gpu[to]);
+  }
+  if (stage && memory_of(src.buffer) == Memory::device) {
+    send_src = fresh_host(from, bytes);
+    Op c;
+    c.kind = OpKind::copy;
+    c.rank = from;
+    c.stream = fl.d2h;
+    c.bytes = bytes;
+    c.src = src;
+    c.dst = send_src;
+    const OpId cid = plan_.add(c, send_deps);
+    send_deps.assign(1, cid);
+  }
+  Region recv_dst = dst;
+  if (stage && memory_of(dst.buffer) == Memory::device) recv_dst = fresh_host(to, bytes);
+
+  Op s;
+  s.kind = OpKind::send;
+  s.rank = from;
+  s.stream = fl.send;
+  s.bytes = bytes;
+  s.src = send_src;
+  s.peer = to;
+  const OpId sid = plan_.add(s, send_deps);
+  Op r;
+  r.kind = OpKind::recv;
+  r.rank = to;
+  r.stream = tl.recv;
+  r.bytes = bytes;
+  r.dst = recv_dst;
+  r.peer = from;
+  // A staged recv lands in a fresh host region, so only the final copy waits for `dst`.
+  const bool direct_dst = recv_dst == dst;
+  const OpId rid = plan_.add(r, direct_dst ? after_dst : std::span<const OpId>{});
+  plan_.match(sid, rid);
+  if (direct_dst) return rid;
+
+  std::vector<OpId> copy_deps(after_dst.begin(), after_dst.end());
+  copy_deps.push_back(rid);
+  Op c;
+  c.kind = OpKind::copy;
+  c.rank = to;
+  c.stream = tl.h2d;
+  c.bytes = bytes;
+  c.src = recv_dst;
+  c.dst = dst;
+  return plan_.add(c, copy_deps);
+}
+
+OpId Builder::reduce(RankId rank, Region dst, Region a, Region b, Bytes bytes, StreamId stream,
+                     std::initializer_list<OpId> deps) {
+  Op o;
+  o.kind = OpKind::reduce;
+  o.rank = rank;
+  o.stream = stream;
+  o.bytes = bytes;
+  o.dst = dst;
+  o.src = a;
+  o.src2 = b;
+  return plan_.add(o, deps);
+}
+
+OpId Builder::copy(RankId rank, Region dst, Region src, Bytes bytes, StreamId stream,
+                   std::initializer_list<OpId> deps) {
+  Op o;
+  o.kind = OpKind::copy;
+  o.rank = rank;
+  o.stream = stream;
+  o.bytes = bytes;
+  o.src = src;
+  o.dst = dst;
+  return plan_.add(o, deps);
+}
+
+}  // namespace collsim::sched

@@ -1,0 +1,76 @@
+#pragma once
+// Shared machinery of the schedule generators: element-aligned splitting, fresh scratch and host
+// staging regions, and point-to-point moves whose transport follows the topology (peer-to-peer,
+// GPUDirect RDMA, or staging through host memory with explicit copy ops).
+#include <array>
+#include <span>
+#include <vector>
+
+#include "schedules/plan.hpp"
+#include "topology/routing.hpp"
+
+namespace collsim::sched {
+
+// A byte range of a rank's buffer; offsets and sizes are whole elements.
+struct Piece {
+  Bytes offset = 0;
+  Bytes bytes = 0;
+};
+
+// Splits [offset, offset + bytes) into `parts` ranges of whole elements; the first
+// (elements % parts) ranges hold one element more. Empty ranges are kept so indices line up.
+std::vector<Piece> split(Piece whole, std::uint32_t parts, std::size_t element);
+
+// The streams one logical channel of a rank uses. Each role gets its own stream so that a
+// chunk's copy, transfer and reduction overlap with its neighbours' (pipelining); the naive
+// schedule maps every role to stream 0, which serialises them.
+struct Lanes {
+  StreamId send = 0, recv = 1, reduce = 2, d2h = 3, h2d = 4, copy = 5;
+  static constexpr StreamId kPerChannel = 6;
+  static Lanes channel(std::uint32_t index);  // index 0 is the lanes above
+  static Lanes single();                      // every role on stream 0
+};
+
+class Builder {
+ public:
+  Builder(const topo::Router& router, Plan& plan, std::size_t element);
+
+  Plan& plan() { return plan_; }
+  std::size_t element() const { return element_; }
+
+  // A scratch region of `bytes` never used before on `rank`: reusing none removes every
+  // write-after-read hazard between pipelined chunks at the price of scratch memory.
+  Region fresh_scratch(RankId rank, Bytes bytes);
+  Region fresh_host(RankId rank, Bytes bytes);
+
+  // True when data between the two ranks' GPUs must be staged through host memory.
+  bool staged(RankId from, RankId to) const;
+
+  // Moves `bytes` from `src` on `from` to `dst` on `to`. `after_src` are ops on `from` that must
+  // finish before `src` is read, `after_dst` ops on `to` that must finish before `dst` is
+  // written. Returns the op after which the data is in `dst` (a recv, or the h2d copy when
+  // staged). kNoOp entries in the spans are ignored.
+  OpId move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
+            std::span<const OpId> after_src, std::span<const OpId> after_dst,
+            const Lanes& from_lanes, const Lanes& to_lanes);
+  OpId move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
+            std::initializer_list<OpId> after_src, const Lanes& from_lanes, const Lanes& to_lanes) {
+    return move(from, src, to, dst, bytes,
+                std::span<const OpId>(after_src.begin(), after_src.size()), {}, from_lanes,
+                to_lanes);
+  }
+
+  OpId reduce(RankId rank, Region dst, Region a, Region b, Bytes bytes, StreamId stream,
+              std::initializer_list<OpId> deps);
+  OpId copy(RankId rank, Region dst, Region src, Bytes bytes, StreamId stream,
+            std::initializer_list<OpId> deps);
+
+ private:
+  const topo::Router& router_;
+  Plan& plan_;
+  std::size_t element_;
+  std::vector<Bytes> scratch_used_;
+  std::vector<Bytes> host_used_;
+};
+
+}  // namespace collsim::sched

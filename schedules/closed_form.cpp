@@ -1,0 +1,112 @@
+#include "schedules/closed_form.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "topology/error.hpp"
+
+namespace collsim::sched {
+
+namespace {
+
+// Ring reduce-scatter phase followed (or not) by an allgather phase, N = (p-1)k pieces each.
+// The send stream is a line of transfers T, the reduce stream a line of reductions G, and the
+// reduction of piece i feeds the transfer of piece i + k (docs/algorithms.md, "two lines").
+double ring_allreduce(double T, double G, RankId p, std::uint32_t k) {
+  const double N = double(p - 1) * k;
+  if (k == 1) return (p - 1) * (2 * T + G);
+  return std::max(2 * N * T, (N - k + 2) * T + N * G);
+}
+
+double ring_reduce_scatter(double T, double G, RankId p, std::uint32_t k) {
+  const double N = double(p - 1) * k;
+  if (k == 1) return N * (T + G);
+  return std::max(N * T + G, T + N * G);
+}
+
+// Two-stage flow shop of k identical jobs: first stage a, second stage c.
+double flow_shop2(double a, double c, std::uint32_t k) {
+  return a + c + (k - 1) * std::max(a, c);
+}
+
+}  // namespace
+
+double closed_form(const PlanRequest& req, RankId p, const UniformCosts& u) {
+  if (auto why = why_not(req, p); !why.empty())
+    throw InputError("", "--algo " + std::string(to_string(req.algorithm)), why);
+  const double n = double(req.size);
+  const std::uint32_t k = req.chunks;
+  if (p == 1) {
+    const double bytes =
+        (req.collective == Collective::reduce_scatter || req.collective == Collective::allgather)
+            ? n / p
+            : n;
+    // k copies one after another on one stream.
+    return k * u.device_copy(bytes / k);
+  }
+  const double piece = n / (double(p) * k);  // a segment's chunk
+  const double chunk = n / k;                // a chunk of the whole buffer
+  switch (req.algorithm) {
+    case Algorithm::ring:
+      switch (req.collective) {
+        case Collective::allreduce:
+          return ring_allreduce(u.transfer(piece), u.reduce(piece), p, k);
+        case Collective::reduce_scatter:
+          return ring_reduce_scatter(u.transfer(piece), u.reduce(piece), p, k);
+        case Collective::allgather:
+          return std::max(double(p - 1) * k * u.transfer(piece), u.device_copy(n / p));
+        case Collective::broadcast:
+          return std::max((p + k - 2) * u.transfer(chunk), u.device_copy(n));
+        case Collective::reduce: {
+          const double T = u.transfer(chunk), G = u.reduce(chunk);
+          return (p - 1) * (T + G) + (k - 1) * std::max(T, G);
+        }
+        case Collective::alltoall:
+          break;
+      }
+      break;
+    case Algorithm::direct:
+      switch (req.collective) {
+        case Collective::allreduce:
+        case Collective::reduce:
+          return flow_shop2(u.transfer(chunk), (p - 1) * u.reduce(chunk), k);
+        case Collective::reduce_scatter:
+          return flow_shop2(u.transfer(piece), (p - 1) * u.reduce(piece), k);
+        case Collective::allgather:
+        case Collective::alltoall:
+          return std::max(k * u.transfer(piece), u.device_copy(n / p));
+        case Collective::broadcast:
+          return std::max(k * u.transfer(chunk), u.device_copy(n));
+      }
+      break;
+    case Algorithm::naive: {
+      const double T = u.transfer(n), G = u.reduce(n);
+      switch (req.collective) {
+        case Collective::allreduce:
+          return (p - 1) * (2 * T + G);
+        case Collective::reduce:
+          return (p - 1) * (T + G);
+        case Collective::broadcast:
+          return (p - 1) * T + u.device_copy(n);
+        default:
+          break;
+      }
+      break;
+    }
+    case Algorithm::hier:
+      throw InputError("", "--algo hier",
+                       "the hierarchical closed form depends on the servers; use closed_form_hier");
+    default:
+      break;
+  }
+  throw InputError("", "--algo " + std::string(to_string(req.algorithm)),
+                   "no closed form for " + std::string(to_string(req.algorithm)) + " " +
+                       std::string(to_string(req.collective)) + " yet (not implemented)");
+}
+
+double closed_form_hier(const PlanRequest&, RankId, RankId, const UniformCosts&,
+                        const UniformCosts&) {
+  throw InputError("", "--algo hier", "the hierarchical closed form is not implemented yet");
+}
+
+}  // namespace collsim::sched

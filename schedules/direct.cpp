@@ -1,0 +1,156 @@
+// Direct schedules: every rank exchanges with every peer at once, one channel (set of streams)
+// per peer, so on a switch or a full mesh all transfers of a step run in parallel. Reductions
+// of a rank share one stream. One-shot allreduce: every rank receives every peer's whole
+// buffer and reduces locally (for NVSwitch and small messages).
+#include <algorithm>
+#include <vector>
+
+#include "schedules/algorithms.hpp"
+#include "topology/error.hpp"
+
+namespace collsim::sched::detail {
+
+namespace {
+
+// Channel i of rank r sends to r + 1 + i and receives from r - 1 - i.
+RankId peer_to(RankId r, RankId i, RankId p) {
+  return (r + 1 + i) % p;
+}
+
+// Every rank sends piece(dest) of its input to every other rank, which reduces what it
+// receives into `dst(rank, chunk)` starting from its own input piece.
+template <typename PieceOf, typename DstOf>
+void gather_reduce(Builder& b, const Job& job, const std::vector<RankId>& receivers,
+                   PieceOf piece_of, DstOf dst_of) {
+  const RankId p = job.p;
+  const Lanes red = Lanes::channel(0);
+  for (std::uint32_t c = 0; c < job.k; ++c) {
+    std::vector<std::vector<std::pair<OpId, Region>>> got(p);
+    for (RankId i = 0; i + 1 < p; ++i) {
+      const Lanes lanes = Lanes::channel(i);
+      for (RankId r = 0; r < p; ++r) {
+        const RankId to = peer_to(r, i, p);
+        if (std::find(receivers.begin(), receivers.end(), to) == receivers.end()) continue;
+        const Piece piece = piece_of(to, c);
+        if (piece.bytes == 0) continue;
+        const Region tmp = b.fresh_scratch(to, piece.bytes);
+        // The receiver's channel for data from r is the one whose recv peer is r.
+        const Lanes to_lanes = Lanes::channel(i);
+        got[to].push_back(
+            {b.move(r, {BufferId::input, piece.offset}, to, tmp, piece.bytes, {}, lanes, to_lanes),
+             tmp});
+      }
+    }
+    for (RankId q : receivers) {
+      const Piece piece = piece_of(q, c);
+      if (piece.bytes == 0) continue;
+      const Region dst = dst_of(q, c);
+      bool first = true;
+      for (const auto& [op, tmp] : got[q]) {
+        b.reduce(q, dst, first ? Region{BufferId::input, piece.offset} : dst, tmp, piece.bytes,
+                 red.reduce, {op});
+        first = false;
+      }
+    }
+  }
+}
+
+// Every sender sends piece(sender, dest, chunk) of its input to dest's output.
+template <typename SrcOf, typename DstOf>
+void scatter(Builder& b, const Job& job, const std::vector<RankId>& senders, SrcOf src_of,
+             DstOf dst_of, Bytes piece_bytes_total) {
+  const RankId p = job.p;
+  const auto chunks = split({0, piece_bytes_total}, job.k, job.element);
+  for (std::uint32_t c = 0; c < job.k; ++c) {
+    if (chunks[c].bytes == 0) continue;
+    for (RankId i = 0; i + 1 < p; ++i) {
+      const Lanes lanes = Lanes::channel(i);
+      for (RankId r : senders) {
+        const RankId to = peer_to(r, i, p);
+        b.move(r, src_of(r, to, chunks[c]), to, dst_of(r, to, chunks[c]), chunks[c].bytes, {},
+               lanes, lanes);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void direct(Builder& b, const Job& job) {
+  const RankId p = job.p;
+  std::vector<RankId> all(p);
+  for (RankId r = 0; r < p; ++r) all[r] = r;
+  const auto chunks = split({0, job.n}, job.k, job.element);
+  const auto segs = split({0, job.n}, p, job.element);
+  const Bytes seg = job.n / p;
+  switch (job.collective) {
+    case Collective::allreduce:
+      gather_reduce(
+          b, job, all, [&](RankId, std::uint32_t c) { return chunks[c]; },
+          [&](RankId, std::uint32_t c) {
+            return Region{BufferId::output, chunks[c].offset};
+          });
+      return;
+    case Collective::reduce:
+      gather_reduce(
+          b, job, {job.root}, [&](RankId, std::uint32_t c) { return chunks[c]; },
+          [&](RankId, std::uint32_t c) {
+            return Region{BufferId::output, chunks[c].offset};
+          });
+      return;
+    case Collective::reduce_scatter: {
+      gather_reduce(
+          b, job, all,
+          [&](RankId q, std::uint32_t c) { return split(segs[q], job.k, job.element)[c]; },
+          [&](RankId q, std::uint32_t c) {
+            return Region{BufferId::output,
+                          split(segs[q], job.k, job.element)[c].offset - segs[q].offset};
+          });
+      return;
+    }
+    case Collective::allgather:
+      for (RankId r = 0; r < p; ++r)
+        b.copy(r, {BufferId::output, r * seg}, {BufferId::input, 0}, seg, Lanes::channel(0).copy,
+               {});
+      scatter(
+          b, job, all,
+          [](RankId, RankId, Piece c) {
+            return Region{BufferId::input, c.offset};
+          },
+          [&](RankId r, RankId, Piece c) {
+            return Region{BufferId::output, r * seg + c.offset};
+          },
+          seg);
+      return;
+    case Collective::alltoall:
+      for (RankId r = 0; r < p; ++r)
+        b.copy(r, {BufferId::output, r * seg}, {BufferId::input, r * seg}, seg,
+               Lanes::channel(0).copy, {});
+      scatter(
+          b, job, all,
+          [&](RankId, RankId to, Piece c) {
+            return Region{BufferId::input, to * seg + c.offset};
+          },
+          [&](RankId r, RankId, Piece c) {
+            return Region{BufferId::output, r * seg + c.offset};
+          },
+          seg);
+      return;
+    case Collective::broadcast:
+      b.copy(job.root, {BufferId::output, 0}, {BufferId::input, 0}, job.n, Lanes::channel(0).copy,
+             {});
+      scatter(
+          b, job, {job.root},
+          [](RankId, RankId, Piece c) {
+            return Region{BufferId::input, c.offset};
+          },
+          [](RankId, RankId, Piece c) {
+            return Region{BufferId::output, c.offset};
+          },
+          job.n);
+      return;
+  }
+  throw InternalError("direct: collective not dispatched");
+}
+
+}  // namespace collsim::sched::detail

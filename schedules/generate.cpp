@@ -1,0 +1,237 @@
+#include "schedules/generate.hpp"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <string>
+
+#include "schedules/algorithms.hpp"
+#include "topology/error.hpp"
+
+namespace collsim::sched {
+
+namespace {
+
+constexpr std::array kAlgorithms{Algorithm::ring, Algorithm::tree,   Algorithm::rhd,  Algorithm::rd,
+                                 Algorithm::hier, Algorithm::direct, Algorithm::naive};
+constexpr std::array kCollectives{Collective::allreduce, Collective::reduce_scatter,
+                                  Collective::allgather, Collective::broadcast,
+                                  Collective::reduce,    Collective::alltoall};
+
+bool power_of_two(RankId p) {
+  return p != 0 && (p & (p - 1)) == 0;
+}
+
+// The algorithm families each collective has, before rank-count restrictions.
+bool supports(Algorithm a, Collective c) {
+  switch (c) {
+    case Collective::allreduce:
+      return true;
+    case Collective::reduce_scatter:
+      return a == Algorithm::ring || a == Algorithm::rhd || a == Algorithm::direct;
+    case Collective::allgather:
+      return a == Algorithm::ring || a == Algorithm::rd || a == Algorithm::direct;
+    case Collective::broadcast:
+    case Collective::reduce:
+      return a == Algorithm::ring || a == Algorithm::tree || a == Algorithm::direct ||
+             a == Algorithm::naive;
+    case Collective::alltoall:
+      return a == Algorithm::direct;
+  }
+  return false;
+}
+
+std::string rank_rule(Algorithm a, Collective c, RankId p) {
+  if ((a == Algorithm::rhd && c == Collective::reduce_scatter) ||
+      (a == Algorithm::rd && c == Collective::allgather)) {
+    if (!power_of_two(p))
+      return "needs a power-of-two number of ranks (have " + std::to_string(p) + ")";
+  }
+  return {};
+}
+
+std::string join(const std::vector<Algorithm>& v) {
+  std::string s;
+  for (Algorithm a : v) s += (s.empty() ? "" : ", ") + std::string(to_string(a));
+  return s.empty() ? "none" : s;
+}
+
+}  // namespace
+
+std::string_view to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::ring:
+      return "ring";
+    case Algorithm::tree:
+      return "tree";
+    case Algorithm::rhd:
+      return "rhd";
+    case Algorithm::rd:
+      return "rd";
+    case Algorithm::hier:
+      return "hier";
+    case Algorithm::direct:
+      return "direct";
+    case Algorithm::naive:
+      return "naive";
+  }
+  return "?";
+}
+
+std::optional<Algorithm> parse_algorithm(std::string_view name) {
+  for (Algorithm a : kAlgorithms)
+    if (to_string(a) == name) return a;
+  return std::nullopt;
+}
+
+std::optional<Collective> parse_collective(std::string_view name) {
+  for (Collective c : kCollectives)
+    if (to_string(c) == name) return c;
+  return std::nullopt;
+}
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  for (DType t : {DType::fp32, DType::fp16, DType::bf16})
+    if (to_string(t) == name) return t;
+  return std::nullopt;
+}
+
+std::span<const Algorithm> all_algorithms() {
+  return kAlgorithms;
+}
+std::span<const Collective> all_collectives() {
+  return kCollectives;
+}
+
+std::vector<Algorithm> algorithms_for(Collective collective, RankId ranks) {
+  std::vector<Algorithm> out;
+  for (Algorithm a : kAlgorithms)
+    if (supports(a, collective) && rank_rule(a, collective, ranks).empty()) out.push_back(a);
+  return out;
+}
+
+std::string why_not(const PlanRequest& req, RankId p) {
+  const std::string pair =
+      std::string(to_string(req.algorithm)) + " " + std::string(to_string(req.collective));
+  if (p == 0) return "the topology has no GPUs to take part";
+  if (!supports(req.algorithm, req.collective))
+    return "algorithm '" + std::string(to_string(req.algorithm)) + "' does not implement " +
+           std::string(to_string(req.collective)) + "; algorithms for " +
+           std::string(to_string(req.collective)) + " on " + std::to_string(p) +
+           " ranks: " + join(algorithms_for(req.collective, p));
+  if (auto rule = rank_rule(req.algorithm, req.collective, p); !rule.empty())
+    return pair + " " + rule + "; algorithms for " + std::string(to_string(req.collective)) +
+           " on " + std::to_string(p) + " ranks: " + join(algorithms_for(req.collective, p));
+  const std::size_t e = dtype_size(req.dtype);
+  if (req.size == 0) return "the size is 0 bytes; give at least one element";
+  if (req.size % e != 0)
+    return "the size " + std::to_string(req.size) + " bytes is not a whole number of " +
+           std::string(to_string(req.dtype)) + " elements (" + std::to_string(e) + " bytes each)";
+  const bool per_rank = req.collective == Collective::reduce_scatter ||
+                        req.collective == Collective::allgather ||
+                        req.collective == Collective::alltoall;
+  if (per_rank && req.size % (Bytes{p} * e) != 0)
+    return std::string(to_string(req.collective)) +
+           " splits the buffer into one piece per rank: the size " + std::to_string(req.size) +
+           " bytes must be a multiple of " + std::to_string(p) + " ranks x " + std::to_string(e) +
+           " bytes";
+  if (req.chunks == 0) return "chunks must be at least 1";
+  const Bytes elements = req.size / e;
+  if (req.chunks > elements)
+    return "chunks (" + std::to_string(req.chunks) + ") exceeds the element count (" +
+           std::to_string(elements) + "); use at most " + std::to_string(elements);
+  if (req.algorithm == Algorithm::naive && req.chunks != 1)
+    return "the naive schedule moves the whole buffer at once and cannot pipeline; use --chunks 1 "
+           "or a pipelined algorithm (ring, tree, ...)";
+  if ((req.collective == Collective::broadcast || req.collective == Collective::reduce) &&
+      req.root >= p)
+    return "root " + std::to_string(req.root) + " is not a rank (ranks are 0.." +
+           std::to_string(p - 1) + ")";
+  return {};
+}
+
+Plan generate(const topo::Router& router, const PlanRequest& req) {
+  const topo::Topology& t = router.topology();
+  Plan plan;
+  plan.collective = req.collective;
+  plan.algorithm = std::string(to_string(req.algorithm));
+  plan.dtype = req.dtype;
+  plan.size = req.size;
+  plan.chunks = req.chunks;
+  plan.root = req.root;
+  plan.rank_gpu = req.ranks.empty() ? t.gpus() : req.ranks;
+  std::vector<topo::NodeId> seen = plan.rank_gpu;
+  std::sort(seen.begin(), seen.end());
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    if (seen[i] >= t.num_nodes() || t.node(seen[i]).kind != topo::NodeKind::gpu)
+      throw InputError("", "ranks", "node " + std::to_string(seen[i]) + " is not a GPU");
+    if (i && seen[i] == seen[i - 1])
+      throw InputError("", "ranks", "GPU '" + t.node(seen[i]).name + "' appears twice");
+  }
+  const RankId p = plan.num_ranks();
+  if (auto why = why_not(req, p); !why.empty())
+    throw InputError("",
+                     "--algo " + std::string(to_string(req.algorithm)) + " --collective " +
+                         std::string(to_string(req.collective)),
+                     why);
+
+  detail::Job job;
+  job.collective = req.collective;
+  job.p = p;
+  job.n = req.size;
+  job.k = req.chunks;
+  job.root = req.root;
+  job.element = dtype_size(req.dtype);
+  job.pipelined = req.algorithm != Algorithm::naive;
+  Builder b(router, plan, job.element);
+  if (p == 1) {
+    detail::local_copy(b, job);
+    return plan;
+  }
+  switch (req.algorithm) {
+    case Algorithm::ring:
+      detail::ring(b, job);
+      break;
+    case Algorithm::tree:
+      detail::tree(b, job);
+      break;
+    case Algorithm::rhd:
+      detail::halving_doubling(b, job);
+      break;
+    case Algorithm::rd:
+      detail::recursive_doubling(b, job);
+      break;
+    case Algorithm::direct:
+      detail::direct(b, job);
+      break;
+    case Algorithm::naive:
+      detail::naive(b, job);
+      break;
+    case Algorithm::hier: {
+      // Ranks grouped by server, in rank order; every server must hold the same number.
+      std::map<std::int32_t, std::vector<RankId>> by_server;
+      for (RankId r = 0; r < p; ++r) {
+        const auto s = t.node(plan.rank_gpu[r]).server;
+        if (s == topo::kNone)
+          throw InputError(
+              "", "--algo hier",
+              "hier needs every GPU in a server, but '" + t.node(plan.rank_gpu[r]).name +
+                  "' belongs to none; use ring or tree, or add servers to the topology");
+        by_server[s].push_back(r);
+      }
+      std::vector<std::vector<RankId>> groups;
+      for (auto& [s, ranks] : by_server) groups.push_back(std::move(ranks));
+      for (const auto& g : groups)
+        if (g.size() != groups.front().size())
+          throw InputError("", "--algo hier",
+                           "hier needs the same number of GPUs in every server (found " +
+                               std::to_string(groups.front().size()) + " and " +
+                               std::to_string(g.size()) + "); use ring or tree");
+      detail::hierarchical(b, job, groups);
+      break;
+    }
+  }
+  return plan;
+}
+
+}  // namespace collsim::sched

@@ -1,0 +1,200 @@
+// Ring schedules: allreduce (reduce-scatter then allgather), reduce_scatter, allgather, and the
+// pipelined chains used for broadcast and reduce. Every rank's sends share one stream and are
+// issued step by step, chunk by chunk, so each link carries one transfer at a time; the
+// reductions run on their own stream and overlap the next chunk's transfer.
+#include <vector>
+
+#include "schedules/algorithms.hpp"
+#include "topology/error.hpp"
+
+namespace collsim::sched::detail {
+
+namespace {
+
+RankId mod(std::int64_t v, RankId p) {
+  const auto m = static_cast<std::int64_t>(p);
+  return static_cast<RankId>(((v % m) + m) % m);
+}
+
+// State of one rank for the piece it sends next: where the data is and the op producing it.
+struct Holding {
+  Region where;
+  OpId ready = kNoOp;
+};
+
+// Reduce-scatter around the ring. At step s rank r sends segment (r - s - shift) to r + 1,
+// which adds its own input. The owner of segment j at the end is rank j - 1 + shift.
+// `final_region(rank, seg, chunk)` says where the finished sum goes; partial sums go to
+// `partial_region` (nullptr: same as final). Returns, per rank and chunk, where the finished
+// segment is and the op that finishes it.
+template <typename FinalRegion>
+std::vector<std::vector<Holding>> ring_reduce_scatter(Builder& b, const Job& job, RankId shift,
+                                                      bool partials_in_scratch,
+                                                      FinalRegion final_region) {
+  const RankId p = job.p;
+  const auto segs = split({0, job.n}, p, job.element);
+  std::vector<std::vector<Piece>> chunks(p);
+  for (RankId j = 0; j < p; ++j) chunks[j] = split(segs[j], job.k, job.element);
+  const Lanes lanes = job.pipelined ? Lanes::channel(0) : Lanes::single();
+
+  std::vector<std::vector<Holding>> hold(p, std::vector<Holding>(job.k));
+  for (RankId s = 0; s + 1 < p; ++s) {
+    const bool last = s + 2 == p;
+    std::vector<std::vector<Holding>> next(p, std::vector<Holding>(job.k));
+    for (std::uint32_t c = 0; c < job.k; ++c) {
+      for (RankId r = 0; r < p; ++r) {
+        const RankId seg = mod(std::int64_t{r} - s - shift, p);
+        const RankId to = mod(std::int64_t{r} + 1, p);
+        const Piece piece = chunks[seg][c];
+        if (piece.bytes == 0) continue;
+        const Region src = s == 0 ? Region{BufferId::input, piece.offset} : hold[r][c].where;
+        const Region tmp = b.fresh_scratch(to, piece.bytes);
+        const OpId arrived = b.move(r, src, to, tmp, piece.bytes, {hold[r][c].ready}, lanes, lanes);
+        Region dst = final_region(to, seg, c);
+        if (!last && partials_in_scratch) dst = b.fresh_scratch(to, piece.bytes);
+        const OpId red = b.reduce(to, dst, {BufferId::input, piece.offset}, tmp, piece.bytes,
+                                  lanes.reduce, {arrived});
+        next[to][c] = Holding{dst, red};
+      }
+    }
+    hold = std::move(next);
+  }
+  return hold;
+}
+
+// Allgather around the ring: at step t rank r forwards segment (r - t + lead), which it holds
+// in `hold` at t = 0 and in its output afterwards.
+void ring_allgather_phase(Builder& b, const Job& job, RankId lead,
+                          std::vector<std::vector<Holding>> hold) {
+  const RankId p = job.p;
+  const auto segs = split({0, job.n}, p, job.element);
+  std::vector<std::vector<Piece>> chunks(p);
+  for (RankId j = 0; j < p; ++j) chunks[j] = split(segs[j], job.k, job.element);
+  const Lanes lanes = job.pipelined ? Lanes::channel(0) : Lanes::single();
+  for (RankId t = 0; t + 1 < p; ++t) {
+    std::vector<std::vector<Holding>> next(p, std::vector<Holding>(job.k));
+    for (std::uint32_t c = 0; c < job.k; ++c) {
+      for (RankId r = 0; r < p; ++r) {
+        const RankId seg = mod(std::int64_t{r} - t + lead, p);
+        const RankId to = mod(std::int64_t{r} + 1, p);
+        const Piece piece = chunks[seg][c];
+        if (piece.bytes == 0) continue;
+        const Region dst{BufferId::output, piece.offset};
+        const OpId arrived =
+            b.move(r, hold[r][c].where, to, dst, piece.bytes, {hold[r][c].ready}, lanes, lanes);
+        next[to][c] = Holding{dst, arrived};
+      }
+    }
+    hold = std::move(next);
+  }
+}
+
+void ring_allreduce(Builder& b, const Job& job) {
+  auto hold = ring_reduce_scatter(b, job, 0, false, [&](RankId, RankId seg, std::uint32_t c) {
+    const auto segs = split({0, job.n}, job.p, job.element);
+    return Region{BufferId::output, split(segs[seg], job.k, job.element)[c].offset};
+  });
+  ring_allgather_phase(b, job, 1, std::move(hold));
+}
+
+void ring_reduce_scatter_collective(Builder& b, const Job& job) {
+  // Each rank's output is its own segment, so partial sums live in scratch.
+  const auto segs = split({0, job.n}, job.p, job.element);
+  ring_reduce_scatter(b, job, 1, true, [&](RankId, RankId seg, std::uint32_t c) {
+    const Piece piece = split(segs[seg], job.k, job.element)[c];
+    return Region{BufferId::output, piece.offset - segs[seg].offset};
+  });
+}
+
+void ring_allgather_collective(Builder& b, const Job& job) {
+  const RankId p = job.p;
+  const auto segs = split({0, job.n}, p, job.element);
+  const Lanes lanes = job.pipelined ? Lanes::channel(0) : Lanes::single();
+  std::vector<std::vector<Holding>> hold(p, std::vector<Holding>(job.k));
+  for (RankId r = 0; r < p; ++r) {
+    // The rank's own segment reaches its output by one local copy beside the ring.
+    b.copy(r, {BufferId::output, segs[r].offset}, {BufferId::input, 0}, segs[r].bytes, lanes.copy,
+           {});
+    const auto chunks = split(segs[r], job.k, job.element);
+    for (std::uint32_t c = 0; c < job.k; ++c)
+      hold[r][c] = Holding{{BufferId::input, chunks[c].offset - segs[r].offset}, kNoOp};
+  }
+  ring_allgather_phase(b, job, 0, std::move(hold));
+}
+
+// Broadcast down the chain root, root+1, ...: chunk c leaves rank i as soon as it has arrived.
+void chain_broadcast(Builder& b, const Job& job) {
+  const RankId p = job.p;
+  const auto chunks = split({0, job.n}, job.k, job.element);
+  const Lanes lanes = job.pipelined ? Lanes::channel(0) : Lanes::single();
+  b.copy(job.root, {BufferId::output, 0}, {BufferId::input, 0}, job.n, lanes.copy, {});
+  std::vector<OpId> ready(job.k, kNoOp);
+  for (RankId i = 0; i + 1 < p; ++i) {
+    const RankId from = mod(std::int64_t{job.root} + i, p);
+    const RankId to = mod(std::int64_t{job.root} + i + 1, p);
+    const BufferId src = i == 0 ? BufferId::input : BufferId::output;
+    for (std::uint32_t c = 0; c < job.k; ++c) {
+      if (chunks[c].bytes == 0) continue;
+      ready[c] = b.move(from, {src, chunks[c].offset}, to, {BufferId::output, chunks[c].offset},
+                        chunks[c].bytes, {ready[c]}, lanes, lanes);
+    }
+  }
+}
+
+// Reduce up the chain root+p-1, ..., root+1, root: each rank adds its input and passes the sum.
+void chain_reduce(Builder& b, const Job& job) {
+  const RankId p = job.p;
+  const auto chunks = split({0, job.n}, job.k, job.element);
+  const Lanes lanes = job.pipelined ? Lanes::channel(0) : Lanes::single();
+  std::vector<Holding> hold(job.k);
+  for (std::uint32_t c = 0; c < job.k; ++c) hold[c].where = {BufferId::input, chunks[c].offset};
+  for (RankId i = p - 1; i >= 1; --i) {
+    const RankId from = mod(std::int64_t{job.root} + i, p);
+    const RankId to = mod(std::int64_t{job.root} + i - 1, p);
+    for (std::uint32_t c = 0; c < job.k; ++c) {
+      const Piece piece = chunks[c];
+      if (piece.bytes == 0) continue;
+      const Region tmp = b.fresh_scratch(to, piece.bytes);
+      const OpId arrived =
+          b.move(from, hold[c].where, to, tmp, piece.bytes, {hold[c].ready}, lanes, lanes);
+      const Region dst =
+          i == 1 ? Region{BufferId::output, piece.offset} : b.fresh_scratch(to, piece.bytes);
+      const OpId red = b.reduce(to, dst, {BufferId::input, piece.offset}, tmp, piece.bytes,
+                                lanes.reduce, {arrived});
+      hold[c] = Holding{dst, red};
+    }
+  }
+}
+
+}  // namespace
+
+void ring(Builder& b, const Job& job) {
+  switch (job.collective) {
+    case Collective::allreduce:
+      return ring_allreduce(b, job);
+    case Collective::reduce_scatter:
+      return ring_reduce_scatter_collective(b, job);
+    case Collective::allgather:
+      return ring_allgather_collective(b, job);
+    case Collective::broadcast:
+      return chain_broadcast(b, job);
+    case Collective::reduce:
+      return chain_reduce(b, job);
+    case Collective::alltoall:
+      break;
+  }
+  throw InternalError("ring: collective not dispatched");
+}
+
+void local_copy(Builder& b, const Job& job) {
+  const Bytes bytes =
+      job.collective == Collective::reduce_scatter || job.collective == Collective::allgather
+          ? job.n / job.p
+          : job.n;
+  const Lanes lanes = job.pipelined ? Lanes::channel(0) : Lanes::single();
+  for (const Piece& c : split({0, bytes}, job.k, job.element))
+    if (c.bytes)
+      b.copy(0, {BufferId::output, c.offset}, {BufferId::input, c.offset}, c.bytes, lanes.copy, {});
+}
+
+}  // namespace collsim::sched::detail

@@ -1,0 +1,31 @@
+#include "schedules/algorithms.hpp"
+#include "topology/error.hpp"
+
+namespace collsim::sched::detail {
+
+namespace {
+[[noreturn]] void pending(const char* name) {
+  throw InputError("", "--algo", std::string(name) + " is not implemented yet");
+}
+}  // namespace
+
+void tree(Builder&, const Job&) {
+  pending("tree");
+}
+void halving_doubling(Builder&, const Job&) {
+  pending("rhd");
+}
+void recursive_doubling(Builder&, const Job&) {
+  pending("rd");
+}
+void hierarchical(Builder&, const Job&, const std::vector<std::vector<RankId>>&) {
+  pending("hier");
+}
+std::vector<BinaryTree> double_binary_tree(RankId) {
+  return {};
+}
+RankId BinaryTree::parent_of(std::uint32_t) const {
+  return kNoRank;
+}
+
+}  // namespace collsim::sched::detail
