@@ -1,0 +1,189 @@
+// Single flows and stream semantics: every expected time is a closed form written next to it.
+#include <catch2/catch.hpp>
+
+#include "sim/engine.hpp"
+#include "tests/sim/sim_fixtures.hpp"
+#include "topology/routing.hpp"
+
+using namespace collsim;
+using namespace collsim::sim::testing;
+using sched::OpKind;
+
+namespace {
+
+struct TwoGpus {
+  topo::Topology topology;
+  topo::LinkId link = 0;
+  TwoGpus(double bandwidth, double latency, double alpha = 0) {
+    const auto a = add_gpu(topology, "gpu0");
+    const auto b = add_gpu(topology, "gpu1");
+    topology.node(a).alpha = alpha;
+    topology.node(b).alpha = alpha;
+    link = add_duplex(topology, a, b, bandwidth, latency);
+    topo::finalize(topology);
+  }
+  sched::Plan plan() const {
+    sched::Plan p;
+    p.rank_gpu = {0, 1};
+    return p;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a bare two-GPU transfer costs exactly latency + bytes / bandwidth", "[sim]") {
+  const double l = 1.5e-6, b = 25e9;
+  const Bytes s = 64ull << 20;
+  TwoGpus t(b, l);
+  topo::Router router(t.topology);
+  auto plan = t.plan();
+  add_transfer(plan, 0, 1, s);
+  const auto r = sim::simulate(router, plan);
+  // T = l + s / b, evaluated in the same order as the engine: no rounding difference allowed.
+  CHECK(r.time == l + static_cast<double>(s) / b);
+  CHECK(r.stop == sim::StopReason::finished);
+  CHECK(r.link_bytes[t.link] == s);
+  CHECK(r.link_bytes[t.link + 1] == 0);
+  // The link drains for s / b seconds; the latency phase does not occupy it.
+  CHECK(r.link_busy[t.link] == Approx(static_cast<double>(s) / b).epsilon(1e-12));
+}
+
+TEST_CASE("a topology without parameters costs nothing", "[sim]") {
+  TwoGpus t(kUnlimited, 0);
+  topo::Router router(t.topology);
+  auto plan = t.plan();
+  add_transfer(plan, 0, 1, 1ull << 30);
+  add_transfer(plan, 1, 0, 1ull << 30);
+  plan.add(reduce_op(0, 1ull << 30));
+  // Unlimited bandwidth, zero latency, no alpha, no launch latency: T = 0.
+  CHECK(sim::simulate(router, plan).time == 0.0);
+}
+
+TEST_CASE("alpha is paid once per transfer", "[sim]") {
+  const double l = 2e-6, b = 10e9, alpha = 5e-6;
+  const Bytes s = 1'000'000;
+  TwoGpus t(b, l, alpha);
+  topo::Router router(t.topology);
+  auto plan = t.plan();
+  // Three transfers back to back on one stream per rank: T = 3 (alpha + l + s / b).
+  for (int i = 0; i < 3; ++i) add_transfer(plan, 0, 1, s);
+  const auto r = sim::simulate(router, plan);
+  CHECK(r.time == Approx(3 * (alpha + l + static_cast<double>(s) / b)).epsilon(1e-12));
+}
+
+TEST_CASE("a transfer starts when both ends are ready", "[sim]") {
+  const double b = 1e9;
+  const Bytes s = 1'000'000'000;
+  TwoGpus t(b, 0);
+  topo::Router router(t.topology);
+  auto plan = t.plan();
+  // The receiver is busy for 0.25 s first, so the pair starts at 0.25: T = 0.25 + s / b = 1.25.
+  plan.add(timed_op(OpKind::compute, 1, 0.25));
+  add_transfer(plan, 0, 1, s);
+  sim::Options o;
+  o.record_ops = true;
+  const auto r = sim::simulate(router, plan, o);
+  CHECK(r.time == Approx(1.25).epsilon(1e-12));
+  CHECK(r.ops[1].ready == 0.0);
+  CHECK(r.ops[1].start == 0.25);
+  CHECK(r.ops[2].start == 0.25);
+  CHECK(r.ops[1].end == r.ops[2].end);
+}
+
+TEST_CASE("stream order holds even when a later op's dependencies are ready first", "[sim]") {
+  TwoGpus t(1e9, 0);
+  topo::Router router(t.topology);
+  auto plan = t.plan();
+  // Stream 0: A (delay 1.0), then B (compute 0.5, depends on D). Stream 1: D (delay 0.1).
+  // D is done at 0.1, but B must wait for A: B runs [1.0, 1.5].
+  const auto a = plan.add(timed_op(OpKind::delay, 0, 1.0, 0));
+  const auto d = plan.add(timed_op(OpKind::delay, 0, 0.1, 1));
+  const auto bop = plan.add(timed_op(OpKind::compute, 0, 0.5, 0), {d});
+  sim::Options o;
+  o.record_ops = true;
+  const auto r = sim::simulate(router, plan, o);
+  CHECK(r.ops[a].end == 1.0);
+  CHECK(r.ops[d].end == 0.1);
+  CHECK(r.ops[bop].start == 1.0);
+  CHECK(r.ops[bop].end == 1.5);
+  CHECK(r.time == 1.5);
+}
+
+TEST_CASE("ops on different streams of one rank overlap", "[sim]") {
+  TwoGpus t(1e9, 0);
+  topo::Router router(t.topology);
+  auto plan = t.plan();
+  // Two streams, 0.3 s and 0.7 s: T = max = 0.7 (not the 1.0 a single stream would take).
+  plan.add(timed_op(OpKind::compute, 0, 0.3, 0));
+  plan.add(timed_op(OpKind::compute, 0, 0.7, 1));
+  CHECK(sim::simulate(router, plan).time == 0.7);
+}
+
+TEST_CASE("reduce costs launch latency plus three memory passes", "[sim]") {
+  TwoGpus t(1e9, 0);
+  const double launch = 4e-6, m = 2e12;
+  t.topology.node(0).launch_latency = launch;
+  t.topology.node(0).memory_bandwidth = m;
+  topo::Router router(t.topology);
+  auto plan = t.plan();
+  const Bytes s = 1ull << 28;
+  plan.add(reduce_op(0, s));
+  // T = launch + 3 s / M (read two operands, write one result).
+  const auto r = sim::simulate(router, plan);
+  CHECK(r.time == Approx(launch + 3.0 * static_cast<double>(s) / m).epsilon(1e-12));
+  CHECK(r.flows == 1);
+}
+
+TEST_CASE("a device-to-device copy reads and writes every byte", "[sim]") {
+  TwoGpus t(1e9, 0);
+  const double m = 1e12;
+  t.topology.node(1).memory_bandwidth = m;
+  topo::Router router(t.topology);
+  auto plan = t.plan();
+  const Bytes s = 1ull << 30;
+  plan.add(copy_op(1, sched::BufferId::input, sched::BufferId::output, s));
+  // T = 2 s / M.
+  CHECK(sim::simulate(router, plan).time ==
+        Approx(2.0 * static_cast<double>(s) / m).epsilon(1e-12));
+}
+
+TEST_CASE("an empty plan takes no time", "[sim]") {
+  TwoGpus t(1e9, 1e-6);
+  topo::Router router(t.topology);
+  const auto r = sim::simulate(router, t.plan());
+  CHECK(r.time == 0.0);
+  CHECK(r.events == 0);
+}
+
+TEST_CASE("zero-byte transfers pay latency and alpha only", "[sim]") {
+  TwoGpus t(1e9, 3e-6, 1e-6);
+  topo::Router router(t.topology);
+  auto plan = t.plan();
+  add_transfer(plan, 0, 1, 0);
+  // T = alpha + l.
+  CHECK(sim::simulate(router, plan).time == Approx(4e-6).epsilon(1e-12));
+}
+
+TEST_CASE("limits stop a run early and say why", "[sim]") {
+  TwoGpus t(1e9, 0);
+  topo::Router router(t.topology);
+  auto plan = t.plan();
+  for (int i = 0; i < 10; ++i) plan.add(timed_op(OpKind::delay, 0, 1.0));
+  sim::Options o;
+  o.max_time = 3.5;
+  auto r = sim::simulate(router, plan, o);
+  CHECK(r.stop == sim::StopReason::time_limit);
+  CHECK(r.time == 3.5);
+  sim::Options e;
+  e.max_events = 4;
+  r = sim::simulate(router, plan, e);
+  CHECK(r.stop == sim::StopReason::event_limit);
+  CHECK(r.events == 4);
+  CHECK(r.time == 4.0);
+  std::atomic<bool> cancel{true};
+  sim::Options c;
+  c.cancel = &cancel;
+  for (int i = 0; i < 5000; ++i) plan.add(timed_op(OpKind::delay, 0, 1.0));
+  r = sim::simulate(router, plan, c);
+  CHECK(r.stop == sim::StopReason::cancelled);
+}

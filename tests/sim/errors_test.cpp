@@ -1,0 +1,138 @@
+// Plans that can never finish are input errors that name the op, never hangs.
+#include <catch2/catch.hpp>
+
+#include "sim/engine.hpp"
+#include "tests/sim/sim_fixtures.hpp"
+#include "topology/error.hpp"
+#include "topology/routing.hpp"
+
+using namespace collsim;
+using namespace collsim::sim::testing;
+using Catch::Contains;
+
+namespace {
+
+struct Pair2 {
+  topo::Topology t;
+  Pair2() {
+    const auto a = add_gpu(t, "gpu0");
+    const auto b = add_gpu(t, "gpu1");
+    add_node(t, "sw", topo::NodeKind::nvswitch);
+    add_duplex(t, a, b, 1e9, 1e-6);
+    topo::finalize(t);
+  }
+};
+
+std::string message_of(const topo::Router& router, const sched::Plan& plan) {
+  try {
+    sim::simulate(router, plan);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("a send without a matched recv is an input error naming the op", "[sim][errors]") {
+  Pair2 p;
+  topo::Router router(p.t);
+  sched::Plan plan;
+  plan.rank_gpu = {0, 1};
+  plan.add(send_op(0, 1, 100));
+  const auto m = message_of(router, plan);
+  CHECK_THAT(m, Contains("op 0") && Contains("rank 0") && Contains("stream 0") &&
+                    Contains("send") && Contains("no matched recv"));
+}
+
+TEST_CASE("matched ends that disagree on bytes are an input error", "[sim][errors]") {
+  Pair2 p;
+  topo::Router router(p.t);
+  sched::Plan plan;
+  plan.rank_gpu = {0, 1};
+  const auto s = plan.add(send_op(0, 1, 100));
+  const auto r = plan.add(recv_op(1, 0, 200));
+  plan.match(s, r);
+  CHECK_THAT(message_of(router, plan), Contains("100 bytes") && Contains("200 bytes"));
+}
+
+TEST_CASE("a rank bound to something other than a GPU is an input error", "[sim][errors]") {
+  Pair2 p;
+  topo::Router router(p.t);
+  sched::Plan plan;
+  plan.rank_gpu = {0, 2};  // node 2 is the NVSwitch
+  CHECK_THAT(message_of(router, plan), Contains("rank 1") && Contains("not a GPU"));
+  plan.rank_gpu = {0, 77};
+  CHECK_THAT(message_of(router, plan), Contains("rank 1") && Contains("not a GPU"));
+}
+
+TEST_CASE("an op of a rank the plan does not have is an input error", "[sim][errors]") {
+  Pair2 p;
+  topo::Router router(p.t);
+  sched::Plan plan;
+  plan.rank_gpu = {0, 1};
+  plan.add(timed_op(sched::OpKind::delay, 5, 1.0));
+  CHECK_THAT(message_of(router, plan), Contains("op 0") && Contains("rank 5"));
+}
+
+TEST_CASE("crossed recvs deadlock and the error names the cycle", "[sim][errors]") {
+  // Rank 0: recv from 1, then send to 1. Rank 1: recv from 0, then send to 0. Each recv waits for
+  // a send that sits behind the other rank's recv on the same stream.
+  Pair2 p;
+  topo::Router router(p.t);
+  sched::Plan plan;
+  plan.rank_gpu = {0, 1};
+  const auto r0 = plan.add(recv_op(0, 1, 8));
+  const auto r1 = plan.add(recv_op(1, 0, 8));
+  const auto s0 = plan.add(send_op(0, 1, 8));
+  const auto s1 = plan.add(send_op(1, 0, 8));
+  plan.match(s0, r1);
+  plan.match(s1, r0);
+  const auto m = message_of(router, plan);
+  CHECK_THAT(m, Contains("deadlock") && Contains("op 0 (rank 0, stream 0, recv from rank 1)") &&
+                    Contains("op 3 (rank 1, stream 0, send to rank 0)"));
+}
+
+TEST_CASE("a dependency cycle is reported, not run forever", "[sim][errors]") {
+  Pair2 p;
+  topo::Router router(p.t);
+  sched::Plan plan;
+  plan.rank_gpu = {0, 1};
+  // Op 0 depends on op 1 (added later) and op 1 on op 0.
+  const std::vector<sched::OpId> forward{1};
+  plan.add(timed_op(sched::OpKind::delay, 0, 1.0, 0), forward);
+  plan.add(timed_op(sched::OpKind::delay, 1, 1.0, 0), {0});
+  CHECK_THAT(message_of(router, plan),
+             Contains("deadlock") && Contains("op 0") && Contains("op 1"));
+}
+
+TEST_CASE("a dependency on a missing op is an input error", "[sim][errors]") {
+  Pair2 p;
+  topo::Router router(p.t);
+  sched::Plan plan;
+  plan.rank_gpu = {0, 1};
+  plan.add(timed_op(sched::OpKind::delay, 0, 1.0), {9});
+  CHECK_THAT(message_of(router, plan), Contains("op 9") && Contains("does not exist"));
+}
+
+TEST_CASE("host buffers need a CPU", "[sim][errors]") {
+  Pair2 p;  // no CPU at all
+  topo::Router router(p.t);
+  sched::Plan plan;
+  plan.rank_gpu = {0, 1};
+  plan.add(copy_op(0, sched::BufferId::input, sched::BufferId::host, 10));
+  CHECK_THAT(message_of(router, plan), Contains("reaches no CPU"));
+}
+
+TEST_CASE("negative or NaN durations are input errors", "[sim][errors]") {
+  Pair2 p;
+  topo::Router router(p.t);
+  sched::Plan plan;
+  plan.rank_gpu = {0, 1};
+  plan.add(timed_op(sched::OpKind::compute, 0, -1.0));
+  CHECK_THROWS_AS(sim::simulate(router, plan), InputError);
+  sched::Plan nan_plan;
+  nan_plan.rank_gpu = {0, 1};
+  nan_plan.add(timed_op(sched::OpKind::compute, 0, std::nan("")));
+  CHECK_THROWS_AS(sim::simulate(router, nan_plan), InputError);
+}

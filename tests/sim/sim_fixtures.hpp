@@ -1,0 +1,109 @@
+#pragma once
+// Small hand-built topologies and plans for the engine tests. Every test states the formula its
+// expected number comes from, so these helpers only build, they never compute answers.
+#include <string>
+
+#include "schedules/plan.hpp"
+#include "sim/engine.hpp"
+#include "topology/routing.hpp"
+#include "topology/topology.hpp"
+
+namespace collsim::sim::testing {
+
+inline topo::NodeId add_gpu(topo::Topology& t, const std::string& name) {
+  topo::Node n;
+  n.name = name;
+  n.kind = topo::NodeKind::gpu;
+  return t.add_node(n);
+}
+
+inline topo::NodeId add_node(topo::Topology& t, const std::string& name, topo::NodeKind kind) {
+  topo::Node n;
+  n.name = name;
+  n.kind = kind;
+  return t.add_node(n);
+}
+
+// Both directions of a link with the same bandwidth and latency; returns the a->b direction
+// (b->a is the id after it).
+inline topo::LinkId add_duplex(topo::Topology& t, topo::NodeId a, topo::NodeId b, double bandwidth,
+                               double latency, topo::LinkKind kind = topo::LinkKind::nvlink) {
+  const auto id = t.add_link(topo::Link{a, b, kind, bandwidth, latency, 0});
+  t.add_link(topo::Link{b, a, kind, bandwidth, latency, 0});
+  return id;
+}
+
+inline sched::Op send_op(sched::RankId rank, sched::RankId peer, Bytes bytes,
+                         sched::StreamId stream = 0) {
+  sched::Op op;
+  op.kind = sched::OpKind::send;
+  op.rank = rank;
+  op.peer = peer;
+  op.bytes = bytes;
+  op.stream = stream;
+  op.src = sched::Region{sched::BufferId::input, 0};
+  return op;
+}
+
+inline sched::Op recv_op(sched::RankId rank, sched::RankId peer, Bytes bytes,
+                         sched::StreamId stream = 0) {
+  sched::Op op;
+  op.kind = sched::OpKind::recv;
+  op.rank = rank;
+  op.peer = peer;
+  op.bytes = bytes;
+  op.stream = stream;
+  op.dst = sched::Region{sched::BufferId::scratch, 0};
+  return op;
+}
+
+inline sched::Op timed_op(sched::OpKind kind, sched::RankId rank, double seconds,
+                          sched::StreamId stream = 0) {
+  sched::Op op;
+  op.kind = kind;
+  op.rank = rank;
+  op.seconds = seconds;
+  op.stream = stream;
+  return op;
+}
+
+inline sched::Op copy_op(sched::RankId rank, sched::BufferId src, sched::BufferId dst, Bytes bytes,
+                         sched::StreamId stream = 0) {
+  sched::Op op;
+  op.kind = sched::OpKind::copy;
+  op.rank = rank;
+  op.src = sched::Region{src, 0};
+  op.dst = sched::Region{dst, 0};
+  op.bytes = bytes;
+  op.stream = stream;
+  return op;
+}
+
+inline sched::Op reduce_op(sched::RankId rank, Bytes bytes, sched::StreamId stream = 0) {
+  sched::Op op;
+  op.kind = sched::OpKind::reduce;
+  op.rank = rank;
+  op.bytes = bytes;
+  op.stream = stream;
+  op.src = sched::Region{sched::BufferId::input, 0};
+  op.src2 = sched::Region{sched::BufferId::scratch, 0};
+  op.dst = sched::Region{sched::BufferId::output, 0};
+  return op;
+}
+
+// A matched send/recv pair; returns {send, recv}.
+struct Pair {
+  sched::OpId send;
+  sched::OpId recv;
+};
+inline Pair add_transfer(sched::Plan& plan, sched::RankId from, sched::RankId to, Bytes bytes,
+                         std::initializer_list<sched::OpId> send_deps = {},
+                         std::initializer_list<sched::OpId> recv_deps = {},
+                         sched::StreamId stream = 0) {
+  const auto s = plan.add(send_op(from, to, bytes, stream), send_deps);
+  const auto r = plan.add(recv_op(to, from, bytes, stream), recv_deps);
+  plan.match(s, r);
+  return {s, r};
+}
+
+}  // namespace collsim::sim::testing
