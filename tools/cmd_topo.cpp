@@ -1,7 +1,245 @@
+// collsim topo show|validate|route|dot: look at a topology file without simulating anything.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
 #include "tools/commands.hpp"
+#include "topology/dot.hpp"
+#include "topology/error.hpp"
+#include "topology/json_reader.hpp"
+#include "topology/loader.hpp"
+#include "topology/routing.hpp"
 
 namespace collsim::cli {
+namespace {
 
-void add_topo_commands(CLI::App& /*app*/) {}
+using topo::NodeId;
+using topo::Topology;
+
+constexpr std::size_t kAllPairsLimit = 2048;  // beyond this, show samples pairs (it says so)
+
+void print(const std::string& s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+}
+
+std::string counts_by_kind(const Topology& t) {
+  std::array<std::size_t, 6> n{};
+  for (const auto& node : t.nodes()) ++n[static_cast<std::size_t>(node.kind)];
+  std::string out;
+  for (std::size_t k = 0; k < n.size(); ++k)
+    out += fmt::format("{}{} {}", k == 0 ? "" : ", ",
+                       topo::to_string(static_cast<topo::NodeKind>(k)), n[k]);
+  return out;
+}
+
+std::string links_by_kind(const Topology& t) {
+  std::array<std::size_t, 4> n{};
+  for (const auto& l : t.links()) ++n[static_cast<std::size_t>(l.kind)];
+  std::string out;
+  for (std::size_t k = 0; k < n.size(); ++k)
+    out += fmt::format("{}{} {}", k == 0 ? "" : ", ",
+                       topo::to_string(static_cast<topo::LinkKind>(k)), n[k]);
+  return out;
+}
+
+struct ClassStats {
+  std::size_t pairs = 0;
+  double min_bw = kUnlimited, max_bw = 0;
+  double min_lat = 0, max_lat = 0;
+  std::size_t min_hops = 0, max_hops = 0;
+};
+
+void show(const std::string& file) {
+  const Topology t = topo::load_topology(file);
+  const topo::Router router(t);
+  std::string out;
+  out += fmt::format("topology: {} ({})\n", t.name(), file);
+  out += fmt::format("nodes: {} ({})\n", t.num_nodes(), counts_by_kind(t));
+  out += fmt::format("links: {} directed ({})\n", t.num_links(), links_by_kind(t));
+  std::size_t p2p = 0, rdma = 0;
+  for (const auto& s : t.servers()) {
+    p2p += s.p2p ? 1 : 0;
+    rdma += s.gpudirect_rdma ? 1 : 0;
+  }
+  out +=
+      fmt::format("servers: {} (p2p on {}, gpudirect_rdma on {})\n", t.servers().size(), p2p, rdma);
+  out += fmt::format("racks: {}\n", t.racks().size());
+
+  const auto& gpus = t.gpus();
+  const bool all_pairs = gpus.size() <= kAllPairsLimit;
+  std::array<ClassStats, 7> stats{};
+  std::size_t diameter_hops = 0;
+  double diameter_latency = 0;
+  std::pair<NodeId, NodeId> hops_pair{topo::kNoNode, topo::kNoNode}, latency_pair = hops_pair;
+  const auto visit = [&](NodeId a, NodeId b) {
+    const topo::Route r = router.compute(a, b);
+    ClassStats& s = stats[static_cast<std::size_t>(r.path_class)];
+    const std::size_t hops = r.links.size();
+    if (s.pairs == 0) {
+      s.min_bw = s.max_bw = r.bandwidth;
+      s.min_lat = s.max_lat = r.latency;
+      s.min_hops = s.max_hops = hops;
+    } else {
+      s.min_bw = std::min(s.min_bw, r.bandwidth);
+      s.max_bw = std::max(s.max_bw, r.bandwidth);
+      s.min_lat = std::min(s.min_lat, r.latency);
+      s.max_lat = std::max(s.max_lat, r.latency);
+      s.min_hops = std::min(s.min_hops, hops);
+      s.max_hops = std::max(s.max_hops, hops);
+    }
+    ++s.pairs;
+    if (hops_pair.first == topo::kNoNode || hops > diameter_hops) {
+      diameter_hops = hops;
+      hops_pair = {a, b};
+    }
+    if (latency_pair.first == topo::kNoNode || r.latency > diameter_latency) {
+      diameter_latency = r.latency;
+      latency_pair = {a, b};
+    }
+  };
+  std::size_t pairs = 0;
+  if (all_pairs) {
+    for (NodeId a : gpus)
+      for (NodeId b : gpus)
+        if (a != b) visit(a, b), ++pairs;
+    out += fmt::format("gpu pairs by path class (all {} ordered pairs of {} GPUs):\n", pairs,
+                       gpus.size());
+  } else {
+    for (NodeId b : gpus)
+      if (b != gpus.front()) visit(gpus.front(), b), visit(b, gpus.front()), pairs += 2;
+    out += fmt::format(
+        "gpu pairs by path class (sampled: the {} ordered pairs that include {}, "
+        "since {} GPUs have too many pairs to list):\n",
+        pairs, t.node(gpus.front()).name, gpus.size());
+  }
+  const auto range = [](const std::string& lo, const std::string& hi) {
+    return lo == hi ? lo : lo + " .. " + hi;
+  };
+  for (std::size_t c = 0; c < stats.size(); ++c) {
+    const ClassStats& s = stats[c];
+    if (s.pairs == 0) continue;
+    out += fmt::format("  {:<4} {:>9} pairs  bandwidth {}  latency {}  hops {}\n",
+                       topo::to_string(static_cast<topo::PathClass>(c)), s.pairs,
+                       range(format_bandwidth(s.min_bw), format_bandwidth(s.max_bw)),
+                       range(format_duration(s.min_lat), format_duration(s.max_lat)),
+                       range(std::to_string(s.min_hops), std::to_string(s.max_hops)));
+  }
+  if (pairs == 0) {
+    out += "  (one GPU: no pairs)\n";
+  } else {
+    out += fmt::format("diameter{}: {} hops ({} -> {}), latency {} ({} -> {})\n",
+                       all_pairs ? "" : " (sampled)", diameter_hops, t.node(hops_pair.first).name,
+                       t.node(hops_pair.second).name, format_duration(diameter_latency),
+                       t.node(latency_pair.first).name, t.node(latency_pair.second).name);
+  }
+  print(out);
+}
+
+NodeId resolve(const Topology& t, const std::string& text, const std::string& option) {
+  if (const NodeId id = t.find(text); id != topo::kNoNode) return id;
+  std::size_t rank = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), rank);
+  if (ec == std::errc() && ptr == text.data() + text.size() && !text.empty()) {
+    if (rank < t.gpus().size()) return t.gpus()[rank];
+    throw InputError("", option,
+                     fmt::format("GPU rank {} does not exist; the topology has {} GPUs (ranks 0 "
+                                 "to {})",
+                                 rank, t.gpus().size(), t.gpus().size() - 1));
+  }
+  std::vector<std::string> names;
+  names.reserve(t.num_nodes());
+  for (const auto& n : t.nodes()) names.push_back(n.name);
+  const std::string hint = topo::json_io::suggest(text, names);
+  throw InputError("", option,
+                   fmt::format("no node named \"{}\"{}; give a node name from the file or a GPU "
+                               "rank (0 to {})",
+                               text, hint, t.gpus().empty() ? 0 : t.gpus().size() - 1));
+}
+
+void route(const std::string& file, const std::string& a, const std::string& b, bool ecmp,
+           std::uint64_t flow_key) {
+  const Topology t = topo::load_topology(file);
+  const NodeId from = resolve(t, a, "FROM"), to = resolve(t, b, "TO");
+  topo::RoutingOptions options;
+  options.ecmp = ecmp;
+  const topo::Router router(t, options);
+  const topo::Route& r = router.route(from, to, flow_key);
+  std::string out = fmt::format("route {} -> {}: {} hops, path class {}\n", t.node(from).name,
+                                t.node(to).name, r.links.size(), topo::to_string(r.path_class));
+  for (std::size_t i = 0; i < r.links.size(); ++i) {
+    const topo::Link& l = t.link(r.links[i]);
+    out += fmt::format("  {:>2}  {} -> {}  {}  bandwidth {}  latency {}\n", i + 1,
+                       t.node(l.from).name, t.node(l.to).name, topo::to_string(l.kind),
+                       format_bandwidth(l.bandwidth), format_duration(l.latency));
+  }
+  out += fmt::format("total: latency {}, bottleneck bandwidth {}\n", format_duration(r.latency),
+                     format_bandwidth(r.bandwidth));
+  print(out);
+}
+
+}  // namespace
+
+void add_topo_commands(CLI::App& app) {
+  CLI::App* topo_cmd =
+      app.add_subcommand("topo", "Inspect a topology file: show, validate, route, dot");
+  topo_cmd->require_subcommand(1);
+
+  auto file = std::make_shared<std::string>();
+  CLI::App* show_cmd = topo_cmd->add_subcommand(
+      "show",
+      "Counts by kind, servers, racks, bandwidth per path class between GPU pairs, and "
+      "the diameter in hops and latency");
+  show_cmd->add_option("FILE", *file, "Topology JSON file (docs/topology-format.md)")->required();
+  show_cmd->callback([file] { show(*file); });
+
+  CLI::App* validate_cmd = topo_cmd->add_subcommand(
+      "validate", "Check a topology file; prints \"ok: ...\" or every problem found (exit 2)");
+  validate_cmd->add_option("FILE", *file, "Topology JSON file")->required();
+  validate_cmd->callback([file] {
+    const Topology t = topo::load_topology(*file);
+    print(fmt::format("ok: {}: {} nodes ({} GPUs), {} directed links, {} servers, {} racks\n",
+                      t.name(), t.num_nodes(), t.gpus().size(), t.num_links(), t.servers().size(),
+                      t.racks().size()));
+  });
+
+  auto from = std::make_shared<std::string>();
+  auto to = std::make_shared<std::string>();
+  auto ecmp = std::make_shared<bool>(false);
+  auto flow_key = std::make_shared<std::uint64_t>(0);
+  CLI::App* route_cmd = topo_cmd->add_subcommand(
+      "route",
+      "The route between two nodes: each hop with link kind, bandwidth and latency; "
+      "totals; path class");
+  route_cmd->add_option("FILE", *file, "Topology JSON file")->required();
+  route_cmd->add_option("FROM", *from, "Source node name, or a GPU rank (0, 1, ...)")->required();
+  route_cmd->add_option("TO", *to, "Destination node name, or a GPU rank")->required();
+  route_cmd->add_flag("--ecmp", *ecmp, "Choose among equal-cost paths by hashing --flow-key");
+  route_cmd->add_option("--flow-key", *flow_key, "Flow key hashed by --ecmp (default 0)");
+  route_cmd->callback([=] { route(*file, *from, *to, *ecmp, *flow_key); });
+
+  auto output = std::make_shared<std::string>();
+  CLI::App* dot_cmd = topo_cmd->add_subcommand("dot", "Write the topology as a GraphViz graph");
+  dot_cmd->add_option("FILE", *file, "Topology JSON file")->required();
+  dot_cmd->add_option("-o,--output", *output, "Write to this file instead of standard output");
+  dot_cmd->callback([file, output] {
+    const Topology t = topo::load_topology(*file);
+    if (output->empty()) {
+      topo::write_dot(t, std::cout);
+      std::cout.flush();
+      return;
+    }
+    std::ofstream out(*output);
+    if (!out) throw InputError("", "--output", "cannot write \"" + *output + "\"; check the path");
+    topo::write_dot(t, out);
+    if (!out) throw InputError("", "--output", "writing \"" + *output + "\" failed");
+  });
+}
 
 }  // namespace collsim::cli

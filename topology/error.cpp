@@ -29,7 +29,8 @@ InputError::InputError(std::vector<Diagnostic> diagnostics)
     : std::runtime_error(join(diagnostics)), diagnostics_(std::move(diagnostics)) {}
 
 InputError::InputError(std::string file, std::string where, std::string message)
-    : InputError(std::vector<Diagnostic>{{std::move(file), std::move(where), std::move(message)}}) {}
+    : InputError(std::vector<Diagnostic>{{std::move(file), std::move(where), std::move(message)}}) {
+}
 
 void DiagnosticSink::error(std::string where, std::string message) {
   diagnostics_.push_back({file_, std::move(where), std::move(message)});

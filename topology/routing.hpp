@@ -2,6 +2,19 @@
 // Routes between nodes: deterministic shortest path by total latency, then hop count, then the
 // names of the nodes along the way; optionally ECMP over equal-cost paths chosen by a hash of a
 // flow key. Routes are computed on demand and cached; the cache is safe to use from many threads.
+//
+// Latencies are compared in whole picoseconds, so that "equal cost" is exact and does not depend
+// on the order in which floating-point latencies were summed. A route may transit any node,
+// GPUs included. Among equal paths the one whose node names, read from the source, sort first
+// wins; parallel links between the same two nodes are taken in file order. With ECMP, each hop
+// picks among its equal-cost next links (sorted the same way) by a hash of the flow key, the
+// pair and the hop index, as a switch hashing a flow's header would.
+//
+// Cost: a query runs Dijkstra backwards from the destination and stops as soon as the source's
+// distance is final, so neighbours in a huge graph are cheap. A destination queried often gets a
+// complete distance table (16 bytes per node, within RoutingOptions::table_memory), after which
+// each new source costs only a walk along its path: all-pairs over 1024 GPUs takes well under a
+// second.
 #include <cstdint>
 #include <vector>
 
@@ -18,7 +31,15 @@ struct Route {
 
 struct RoutingOptions {
   bool ecmp = false;  // spread flows over equal-cost paths by flow key
+  // Bytes the router may spend on per-destination distance tables; beyond it, queries fall back
+  // to searches that stop early. Only speed depends on it, never the routes.
+  std::size_t table_memory = std::size_t{1} << 30;
 };
+
+// The NCCL path class of a route (docs/topology-format.md): NET if it uses a network link; else
+// SYS if it crosses a cpu_interconnect link or two CPUs; else PHB if it passes a CPU; else PXB if
+// it passes two or more PCIe switches; else PIX if it uses a PCIe link; else NVL; LOC if empty.
+PathClass classify(const Topology& topology, const std::vector<LinkId>& links);
 
 class Router {
  public:
@@ -32,6 +53,9 @@ class Router {
   const Route& route(NodeId from, NodeId to) const;
   // The same, choosing among equal-cost paths by `flow_key` when ECMP is on.
   const Route& route(NodeId from, NodeId to, std::uint64_t flow_key) const;
+  // The same route, computed without storing it: for one-off sweeps over many pairs
+  // (`collsim topo show`) that would otherwise fill the cache.
+  Route compute(NodeId from, NodeId to, std::uint64_t flow_key = 0) const;
 
   const Topology& topology() const { return topology_; }
 

@@ -6,44 +6,88 @@ namespace collsim::topo {
 
 std::string_view to_string(NodeKind k) {
   switch (k) {
-    case NodeKind::gpu: return "gpu";
-    case NodeKind::nvswitch: return "nvswitch";
-    case NodeKind::pcie_switch: return "pcie_switch";
-    case NodeKind::cpu: return "cpu";
-    case NodeKind::nic: return "nic";
-    case NodeKind::network_switch: return "switch";
+    case NodeKind::gpu:
+      return "gpu";
+    case NodeKind::nvswitch:
+      return "nvswitch";
+    case NodeKind::pcie_switch:
+      return "pcie_switch";
+    case NodeKind::cpu:
+      return "cpu";
+    case NodeKind::nic:
+      return "nic";
+    case NodeKind::network_switch:
+      return "switch";
   }
   return "?";
 }
 
 std::string_view to_string(LinkKind k) {
   switch (k) {
-    case LinkKind::nvlink: return "nvlink";
-    case LinkKind::pcie: return "pcie";
-    case LinkKind::network: return "network";
-    case LinkKind::cpu_interconnect: return "cpu_interconnect";
+    case LinkKind::nvlink:
+      return "nvlink";
+    case LinkKind::pcie:
+      return "pcie";
+    case LinkKind::network:
+      return "network";
+    case LinkKind::cpu_interconnect:
+      return "cpu_interconnect";
   }
   return "?";
 }
 
 std::string_view to_string(PathClass c) {
   switch (c) {
-    case PathClass::loc: return "LOC";
-    case PathClass::nvl: return "NVL";
-    case PathClass::pix: return "PIX";
-    case PathClass::pxb: return "PXB";
-    case PathClass::phb: return "PHB";
-    case PathClass::sys: return "SYS";
-    case PathClass::net: return "NET";
+    case PathClass::loc:
+      return "LOC";
+    case PathClass::nvl:
+      return "NVL";
+    case PathClass::pix:
+      return "PIX";
+    case PathClass::pxb:
+      return "PXB";
+    case PathClass::phb:
+      return "PHB";
+    case PathClass::sys:
+      return "SYS";
+    case PathClass::net:
+      return "NET";
   }
   return "?";
 }
 
+Topology::Topology() : graph_(std::make_unique<Graph>()) {}
+Topology::~Topology() = default;
+Topology::Topology(Topology&&) noexcept = default;
+Topology& Topology::operator=(Topology&&) noexcept = default;
+
+Topology::Topology(const Topology& other)
+    : name_(other.name_),
+      nodes_(other.nodes_),
+      links_(other.links_),
+      servers_(other.servers_),
+      racks_(other.racks_),
+      gpus_(other.gpus_),
+      host_cpu_(other.host_cpu_),
+      // Rebuilt from the links rather than copied: Boost's copy trips -Wmaybe-uninitialized.
+      graph_(std::make_unique<Graph>(other.nodes_.size())),
+      index_(other.index_) {
+  for (LinkId id = 0; id < links_.size(); ++id)
+    boost::add_edge(links_[id].from, links_[id].to, id, *graph_);
+}
+
+Topology& Topology::operator=(const Topology& other) {
+  if (this != &other) *this = Topology(other);
+  return *this;
+}
+
 NodeId Topology::add_node(Node node) {
   const auto id = static_cast<NodeId>(nodes_.size());
+  if (!index_.emplace(node.name, id).second)
+    throw InternalError("Topology::add_node: duplicate node name '" + node.name + "'");
   if (node.kind == NodeKind::gpu) gpus_.push_back(id);
   nodes_.push_back(std::move(node));
-  boost::add_vertex(graph_);
+  boost::add_vertex(*graph_);
   return id;
 }
 
@@ -51,7 +95,7 @@ LinkId Topology::add_link(Link link) {
   if (link.from >= nodes_.size() || link.to >= nodes_.size())
     throw InternalError("Topology::add_link: endpoint is not a node");
   const auto id = static_cast<LinkId>(links_.size());
-  boost::add_edge(link.from, link.to, id, graph_);
+  boost::add_edge(link.from, link.to, id, *graph_);
   links_.push_back(link);
   return id;
 }
@@ -67,9 +111,8 @@ std::int32_t Topology::add_rack(Rack rack) {
 }
 
 NodeId Topology::find(std::string_view name) const {
-  for (NodeId i = 0; i < nodes_.size(); ++i)
-    if (nodes_[i].name == name) return i;
-  return kNoNode;
+  const auto it = index_.find(name);
+  return it == index_.end() ? kNoNode : it->second;
 }
 
 NodeId Topology::host_cpu(NodeId gpu) const {

@@ -10,8 +10,10 @@
 // model. Realistic values live in configs/ and in calibration files, never in code.
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "topology/units.hpp"
@@ -30,9 +32,9 @@ enum class LinkKind : std::uint8_t { nvlink, pcie, network, cpu_interconnect };
 // through several PCIe switches; through a CPU's host bridge; across CPUs; across the network.
 enum class PathClass : std::uint8_t { loc, nvl, pix, pxb, phb, sys, net };
 
-std::string_view to_string(NodeKind k);    // "gpu", "nvswitch", ..., "switch"
-std::string_view to_string(LinkKind k);    // "nvlink", "pcie", "network", "cpu_interconnect"
-std::string_view to_string(PathClass c);   // "LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "NET"
+std::string_view to_string(NodeKind k);   // "gpu", "nvswitch", ..., "switch"
+std::string_view to_string(LinkKind k);   // "nvlink", "pcie", "network", "cpu_interconnect"
+std::string_view to_string(PathClass c);  // "LOC", "NVL", "PIX", "PXB", "PHB", "SYS", "NET"
 
 struct Node {
   std::string name;
@@ -57,9 +59,9 @@ struct Link {
   NodeId from = kNoNode;
   NodeId to = kNoNode;
   LinkKind kind = LinkKind::pcie;
-  double bandwidth = kUnlimited;  // bytes/s in this direction
-  double latency = 0;             // seconds
-  std::uint32_t source_index = 0; // position of the link in the (expanded) file, for messages
+  double bandwidth = kUnlimited;   // bytes/s in this direction
+  double latency = 0;              // seconds
+  std::uint32_t source_index = 0;  // position of the link in the (expanded) file, for messages
 };
 
 struct Server {
@@ -78,7 +80,16 @@ class Topology {
   using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS,
                                       boost::no_property, LinkId>;
 
-  // Building. The loader uses these; tests and generators may too. Names must be unique.
+  Topology();
+  ~Topology();
+  // Moves are cheap (the graph is held by pointer); copies are deep.
+  Topology(Topology&&) noexcept;
+  Topology& operator=(Topology&&) noexcept;
+  Topology(const Topology& other);
+  Topology& operator=(const Topology& other);
+
+  // Building. The loader uses these; tests and generators may too. Names must be unique
+  // (add_node throws InternalError on a duplicate; the loader reports duplicates before that).
   NodeId add_node(Node node);
   LinkId add_link(Link link);  // one direction
   std::int32_t add_server(Server server);
@@ -96,11 +107,13 @@ class Topology {
   const std::vector<Link>& links() const { return links_; }
   const std::vector<Server>& servers() const { return servers_; }
   const std::vector<Rack>& racks() const { return racks_; }
-  const Graph& graph() const { return graph_; }
+  const Graph& graph() const { return *graph_; }
+  const Server& server(std::int32_t id) const { return servers_[static_cast<std::size_t>(id)]; }
+  const Rack& rack(std::int32_t id) const { return racks_[static_cast<std::size_t>(id)]; }
 
   // GPUs in the order they appear in the file; rank i of a plan defaults to gpus()[i].
   const std::vector<NodeId>& gpus() const { return gpus_; }
-  NodeId find(std::string_view name) const;  // kNoNode if absent
+  NodeId find(std::string_view name) const;  // kNoNode if absent; O(1)
 
   // The CPU whose host memory stages this GPU's copies: the nearest CPU by route latency.
   // kNoNode if the GPU reaches no CPU (then host staging is impossible).
@@ -113,12 +126,20 @@ class Topology {
   std::vector<Server> servers_;
   std::vector<Rack> racks_;
   std::vector<NodeId> gpus_;
-  std::vector<NodeId> host_cpu_;  // per node, filled lazily by finalize()
-  Graph graph_;
+  std::vector<NodeId> host_cpu_;  // per node, filled by finalize()
+  std::unique_ptr<Graph> graph_;
+  // Only looked up, never iterated, so its order cannot leak into outputs.
+  struct NameHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, NodeId, NameHash, std::equal_to<>> index_;
   friend void finalize(Topology&);
 };
 
-// Computes derived data (host CPU of each GPU) once building is over. The loader calls it.
+// Computes derived data once building is over; the loader calls it, and so must anyone who
+// builds a Topology by hand before asking for host_cpu(). The host CPU of a GPU is the CPU with
+// the shortest route from the GPU by latency, then hop count, then CPU name (routing.hpp).
 void finalize(Topology& topology);
 
 }  // namespace collsim::topo

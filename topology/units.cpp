@@ -1,8 +1,9 @@
 #include "topology/units.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdlib>
-#include <fmt/format.h>
 #include <string>
 
 namespace collsim {
@@ -14,11 +15,26 @@ struct Unit {
 };
 
 constexpr Unit kBandwidthUnits[] = {
-    {"B/s", 1.0},       {"kB/s", 1e3},          {"KB/s", 1e3},          {"MB/s", 1e6},
-    {"GB/s", 1e9},      {"TB/s", 1e12},         {"KiB/s", 1024.0},      {"MiB/s", 1048576.0},
-    {"GiB/s", 1073741824.0}, {"TiB/s", 1099511627776.0}, {"b/s", 0.125}, {"kb/s", 125.0},
-    {"Kb/s", 125.0},    {"Mb/s", 1.25e5},       {"Gb/s", 1.25e8},       {"Tb/s", 1.25e11},
-    {"Gbps", 1.25e8},   {"Mbps", 1.25e5},       {"GBps", 1e9},          {"MBps", 1e6},
+    {"B/s", 1.0},
+    {"kB/s", 1e3},
+    {"KB/s", 1e3},
+    {"MB/s", 1e6},
+    {"GB/s", 1e9},
+    {"TB/s", 1e12},
+    {"KiB/s", 1024.0},
+    {"MiB/s", 1048576.0},
+    {"GiB/s", 1073741824.0},
+    {"TiB/s", 1099511627776.0},
+    {"b/s", 0.125},
+    {"kb/s", 125.0},
+    {"Kb/s", 125.0},
+    {"Mb/s", 1.25e5},
+    {"Gb/s", 1.25e8},
+    {"Tb/s", 1.25e11},
+    {"Gbps", 1.25e8},
+    {"Mbps", 1.25e5},
+    {"GBps", 1e9},
+    {"MBps", 1e6},
 };
 
 constexpr Unit kDurationUnits[] = {
@@ -26,9 +42,15 @@ constexpr Unit kDurationUnits[] = {
 };
 
 constexpr Unit kSizeUnits[] = {
-    {"B", 1.0},          {"kB", 1e3},           {"KB", 1e3},
-    {"MB", 1e6},         {"GB", 1e9},           {"TB", 1e12},
-    {"KiB", 1024.0},     {"MiB", 1048576.0},    {"GiB", 1073741824.0},
+    {"B", 1.0},
+    {"kB", 1e3},
+    {"KB", 1e3},
+    {"MB", 1e6},
+    {"GB", 1e9},
+    {"TB", 1e12},
+    {"KiB", 1024.0},
+    {"MiB", 1048576.0},
+    {"GiB", 1073741824.0},
     {"TiB", 1099511627776.0},
 };
 
@@ -72,7 +94,9 @@ const Unit* find_unit(std::string_view unit, const Unit* begin, const Unit* end)
   return nullptr;
 }
 
-std::string quoted(std::string_view s) { return fmt::format("\"{}\"", s); }
+std::string quoted(std::string_view s) {
+  return fmt::format("\"{}\"", s);
+}
 
 }  // namespace
 
@@ -83,20 +107,21 @@ double parse_bandwidth(std::string_view text) {
     throw UnitError(fmt::format("expected a bandwidth such as \"25GB/s\" or \"400Gb/s\"; found {}",
                                 quoted(text)));
   if (unit.empty())
-    throw UnitError(fmt::format("bandwidth {} has no unit; write it as \"{}GB/s\" (bytes) or "
-                                "\"{}Gb/s\" (bits)",
-                                quoted(text), trim(text), trim(text)));
+    throw UnitError(
+        fmt::format("bandwidth {} has no unit; write it as \"{}GB/s\" (bytes) or "
+                    "\"{}Gb/s\" (bits)",
+                    quoted(text), trim(text), trim(text)));
   const Unit* u = find_unit(unit, std::begin(kBandwidthUnits), std::end(kBandwidthUnits));
   if (u == nullptr)
-    throw UnitError(fmt::format("unknown bandwidth unit {} in {}; use B/s, KB/s, MB/s, GB/s, TB/s, "
-                                "KiB/s, MiB/s, GiB/s, or Mb/s, Gb/s, Tb/s for bits",
-                                quoted(unit), quoted(text)));
+    throw UnitError(
+        fmt::format("unknown bandwidth unit {} in {}; use B/s, KB/s, MB/s, GB/s, TB/s, "
+                    "KiB/s, MiB/s, GiB/s, or Mb/s, Gb/s, Tb/s for bits",
+                    quoted(unit), quoted(text)));
   const double bps = value * u->factor;
-  if (!(bps > 0))
-    throw UnitError(fmt::format("bandwidth {} must be positive", quoted(text)));
+  if (!(bps > 0)) throw UnitError(fmt::format("bandwidth {} must be positive", quoted(text)));
   if (!std::isfinite(bps) || bps > kMaxBandwidth)
-    throw UnitError(fmt::format("bandwidth {} is above the supported maximum of 1 PB/s",
-                                quoted(text)));
+    throw UnitError(
+        fmt::format("bandwidth {} is above the supported maximum of 1 PB/s", quoted(text)));
   return bps;
 }
 
@@ -117,8 +142,8 @@ double parse_duration(std::string_view text) {
   if (s < 0 || std::signbit(s))
     throw UnitError(fmt::format("duration {} must not be negative", quoted(text)));
   if (!std::isfinite(s) || s > kMaxDuration)
-    throw UnitError(fmt::format("duration {} is above the supported maximum of 1e6 s",
-                                quoted(text)));
+    throw UnitError(
+        fmt::format("duration {} is above the supported maximum of 1e6 s", quoted(text)));
   return s;
 }
 
@@ -126,20 +151,20 @@ Bytes parse_size(std::string_view text) {
   double value = 0;
   std::string_view unit;
   if (!split_number(text, value, unit))
-    throw UnitError(
-        fmt::format("expected a size such as \"64MiB\", \"1GB\" or \"4096\"; found {}", quoted(text)));
+    throw UnitError(fmt::format("expected a size such as \"64MiB\", \"1GB\" or \"4096\"; found {}",
+                                quoted(text)));
   double factor = 1.0;
   if (!unit.empty()) {
     const Unit* u = find_unit(unit, std::begin(kSizeUnits), std::end(kSizeUnits));
     if (u == nullptr)
-      throw UnitError(fmt::format("unknown size unit {} in {}; use B, KB, MB, GB, TB (powers of "
-                                  "1000) or KiB, MiB, GiB, TiB (powers of 1024)",
-                                  quoted(unit), quoted(text)));
+      throw UnitError(
+          fmt::format("unknown size unit {} in {}; use B, KB, MB, GB, TB (powers of "
+                      "1000) or KiB, MiB, GiB, TiB (powers of 1024)",
+                      quoted(unit), quoted(text)));
     factor = u->factor;
   }
   const double bytes = value * factor;
-  if (!(bytes > 0))
-    throw UnitError(fmt::format("size {} must be positive", quoted(text)));
+  if (!(bytes > 0)) throw UnitError(fmt::format("size {} must be positive", quoted(text)));
   if (!std::isfinite(bytes) || bytes > static_cast<double>(kMaxSize))
     throw UnitError(fmt::format("size {} is above the supported maximum of 1 PiB", quoted(text)));
   if (bytes != std::floor(bytes))
@@ -176,7 +201,9 @@ std::string format_size(Bytes b) {
   constexpr struct {
     Bytes factor;
     const char* name;
-  } kBinary[] = {{Bytes{1} << 40, "TiB"}, {Bytes{1} << 30, "GiB"}, {Bytes{1} << 20, "MiB"},
+  } kBinary[] = {{Bytes{1} << 40, "TiB"},
+                 {Bytes{1} << 30, "GiB"},
+                 {Bytes{1} << 20, "MiB"},
                  {Bytes{1} << 10, "KiB"}};
   for (const auto& u : kBinary)
     if (b >= u.factor && b % u.factor == 0) return fmt::format("{} {}", b / u.factor, u.name);

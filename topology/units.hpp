@@ -18,8 +18,8 @@ using Bytes = std::uint64_t;
 inline constexpr double kUnlimited = std::numeric_limits<double>::infinity();
 
 // Valid ranges; values outside are input errors, so that NaN, Inf and 1e308 never reach the engine.
-inline constexpr double kMaxBandwidth = 1e15;   // bytes/s (1 PB/s)
-inline constexpr double kMaxDuration = 1e6;     // seconds (about 11.6 days)
+inline constexpr double kMaxBandwidth = 1e15;      // bytes/s (1 PB/s)
+inline constexpr double kMaxDuration = 1e6;        // seconds (about 11.6 days)
 inline constexpr Bytes kMaxSize = Bytes{1} << 50;  // 1 PiB
 
 // Thrown for text that is not a valid quantity. The message says what was found, what is

@@ -1,0 +1,374 @@
+#include "topology/json_reader.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "topology/units.hpp"
+
+namespace collsim::topo::json_io {
+
+std::string pointer(std::string_view base, std::string_view key) {
+  std::string out(base);
+  out += '/';
+  for (char c : key) {
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string pointer(std::string_view base, std::size_t index) {
+  return std::string(base) + "/" + std::to_string(index);
+}
+
+std::string describe(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return v.get<bool>() ? "true" : "false";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+    case json::value_t::number_float:
+      return "number " + v.dump();
+    case json::value_t::string: {
+      std::string s = v.get<std::string>();
+      if (s.size() > 60) s = s.substr(0, 57) + "...";
+      return "string " + json(s).dump();
+    }
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    default:
+      return "a value of unknown type";
+  }
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+namespace {
+template <class Range>
+std::string suggest_in(std::string_view found, const Range& candidates) {
+  std::string_view best;
+  std::size_t best_distance = std::max<std::size_t>(2, found.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(found, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best.empty() ? std::string() : fmt::format(" (did you mean \"{}\"?)", best);
+}
+}  // namespace
+
+std::string suggest(std::string_view found, std::span<const std::string_view> candidates) {
+  return suggest_in(found, candidates);
+}
+std::string suggest(std::string_view found, std::span<const std::string> candidates) {
+  return suggest_in(found, candidates);
+}
+
+std::string read_text_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status))
+    throw InputError(path, "",
+                     "file not found; check the path (relative paths start from the "
+                     "current directory)");
+  if (fs::is_directory(status))
+    throw InputError(path, "",
+                     "is a directory; expected a JSON topology file such as "
+                     "configs/dgx-h100.json");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, "", "cannot be opened for reading; check its permissions");
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) throw InputError(path, "", "could not be read");
+  return std::move(buffer).str();
+}
+
+namespace {
+struct Frame {
+  bool is_array = false;
+  std::size_t index = 0;
+  std::string key;  // object: the last key read
+  std::set<std::string> keys;
+  std::string ptr;
+};
+
+std::pair<std::size_t, std::size_t> line_column(std::string_view text, std::size_t byte) {
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return {line, column};
+}
+}  // namespace
+
+std::optional<json> parse_document(std::string_view text, DiagnosticSink& sink) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    sink.error("",
+               "is empty; expected a JSON object such as {\"name\": \"box\", \"nodes\": [...], "
+               "\"links\": [...]} (docs/topology-format.md)");
+    return std::nullopt;
+  }
+  if (text.find('\0') != std::string_view::npos) {
+    sink.error("", "looks like a binary file (it contains NUL bytes); expected JSON text");
+    return std::nullopt;
+  }
+  // The callback sees keys as they are read: nlohmann keeps only the last of duplicate keys, and
+  // a silently dropped parameter is worse than an error.
+  std::vector<Frame> stack;
+  const auto child_ptr = [&]() -> std::string {
+    if (stack.empty()) return "";
+    const Frame& top = stack.back();
+    return top.is_array ? pointer(top.ptr, top.index) : pointer(top.ptr, top.key);
+  };
+  const auto element_done = [&] {
+    if (!stack.empty() && stack.back().is_array) ++stack.back().index;
+  };
+  json::parser_callback_t callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start: {
+        Frame f;
+        f.is_array = event == json::parse_event_t::array_start;
+        f.ptr = child_ptr();
+        stack.push_back(std::move(f));
+        break;
+      }
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        if (!stack.empty()) stack.pop_back();
+        element_done();
+        break;
+      case json::parse_event_t::key:
+        if (!stack.empty() && parsed.is_string()) {
+          Frame& top = stack.back();
+          top.key = parsed.get<std::string>();
+          if (!top.keys.insert(top.key).second)
+            sink.error(
+                pointer(top.ptr, top.key),
+                fmt::format("key \"{}\" appears twice in the same object; keep one", top.key));
+        }
+        break;
+      case json::parse_event_t::value:
+        element_done();
+        break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text.begin(), text.end(), callback, true, false);
+  } catch (const json::parse_error& e) {
+    const auto [line, column] = line_column(text, e.byte == 0 ? 0 : e.byte - 1);
+    std::string message = e.what();
+    // nlohmann's text is "[json.exception.parse_error.101] parse error at line L, column C: why".
+    if (const auto at = message.find("column "); at != std::string::npos) {
+      if (const auto colon = message.find(": ", at); colon != std::string::npos)
+        message = message.substr(colon + 2);
+    }
+    sink.error(fmt::format("line {}, column {}", line, column),
+               "invalid JSON: " + message +
+                   "; expected a JSON object (check commas, quotes and "
+                   "brackets near this position)");
+    return std::nullopt;
+  }
+}
+
+ObjectReader::ObjectReader(const json& value, std::string ptr, DiagnosticSink& sink,
+                           std::string_view what)
+    : ptr_(std::move(ptr)), sink_(sink), what_(what) {
+  if (value.is_object())
+    object_ = &value;
+  else
+    sink_.error(ptr_.empty() ? "/" : ptr_,
+                fmt::format("expected {} (a JSON object); found {}", what, describe(value)));
+}
+
+bool ObjectReader::has(std::string_view key) const {
+  return get(key) != nullptr;
+}
+
+const json* ObjectReader::get(std::string_view key) const {
+  if (object_ == nullptr) return nullptr;
+  const auto it = object_->find(key);
+  return it == object_->end() ? nullptr : &*it;
+}
+
+void ObjectReader::missing(std::string_view key, std::string_view expected) const {
+  sink_.error(ptr(key),
+              fmt::format("{} is missing the required key \"{}\" ({})", what_, key, expected));
+}
+
+void ObjectReader::error(std::string_view key, std::string message) const {
+  sink_.error(ptr(key), std::move(message));
+}
+
+std::optional<std::string> ObjectReader::string(std::string_view key, bool required) const {
+  const json* v = get(key);
+  if (v == nullptr) {
+    if (required && ok()) missing(key, "a string");
+    return std::nullopt;
+  }
+  if (!v->is_string()) {
+    error(key, fmt::format("expected a string; found {}", describe(*v)));
+    return std::nullopt;
+  }
+  return v->get<std::string>();
+}
+
+std::optional<bool> ObjectReader::boolean(std::string_view key) const {
+  const json* v = get(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) {
+    error(key, fmt::format("expected true or false; found {}", describe(*v)));
+    return std::nullopt;
+  }
+  return v->get<bool>();
+}
+
+std::optional<std::int64_t> ObjectReader::integer(std::string_view key, std::int64_t min,
+                                                  std::int64_t max, bool required) const {
+  const json* v = get(key);
+  if (v == nullptr) {
+    if (required && ok()) missing(key, fmt::format("an integer from {} to {}", min, max));
+    return std::nullopt;
+  }
+  const bool integral = v->is_number_integer() || v->is_number_unsigned();
+  if (!integral) {
+    error(key, fmt::format("expected an integer from {} to {}; found {}", min, max, describe(*v)));
+    return std::nullopt;
+  }
+  if (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(max)) {
+    error(key, fmt::format("expected an integer from {} to {}; found {}", min, max, v->dump()));
+    return std::nullopt;
+  }
+  const auto x = v->get<std::int64_t>();
+  if (x < min || x > max) {
+    error(key, fmt::format("expected an integer from {} to {}; found {}", min, max, x));
+    return std::nullopt;
+  }
+  return x;
+}
+
+namespace {
+template <class Parse>
+std::optional<double> quantity(const ObjectReader& r, std::string_view key, Parse parse,
+                               std::string_view unit_example) {
+  const json* v = r.get(key);
+  if (v == nullptr) return std::nullopt;
+  if (v->is_number()) {
+    r.error(key, fmt::format("found the bare number {}; quantities are strings with a unit, "
+                             "e.g. \"{}{}\"",
+                             v->dump(), v->dump(), unit_example));
+    return std::nullopt;
+  }
+  if (!v->is_string()) {
+    r.error(key, fmt::format("expected a string with a unit such as \"25{}\"; found {}",
+                             unit_example, describe(*v)));
+    return std::nullopt;
+  }
+  try {
+    return parse(v->get<std::string>());
+  } catch (const UnitError& e) {
+    r.error(key, e.what());
+    return std::nullopt;
+  }
+}
+}  // namespace
+
+std::optional<double> ObjectReader::bandwidth(std::string_view key) const {
+  return quantity(
+      *this, key, [](const std::string& s) { return parse_bandwidth(s); }, "GB/s");
+}
+
+std::optional<double> ObjectReader::duration(std::string_view key) const {
+  return quantity(
+      *this, key, [](const std::string& s) { return parse_duration(s); }, "us");
+}
+
+std::optional<double> ObjectReader::ratio(std::string_view key) const {
+  const json* v = get(key);
+  if (v == nullptr) return std::nullopt;
+  double x = 0;
+  if (v->is_number()) {
+    x = v->get<double>();
+  } else if (v->is_string()) {
+    const std::string s = v->get<std::string>();
+    double a = 0, b = 0;
+    char colon = 0;
+    std::istringstream in(s);
+    if (!(in >> a >> colon >> b) || colon != ':' || !in.eof() || !(b > 0)) {
+      error(key, fmt::format("expected a ratio such as 2 or \"2:1\"; found {}", describe(*v)));
+      return std::nullopt;
+    }
+    x = a / b;
+  } else {
+    error(key, fmt::format("expected a ratio such as 2 or \"2:1\"; found {}", describe(*v)));
+    return std::nullopt;
+  }
+  if (!(x > 0) || !(x <= 1e6)) {
+    error(key, fmt::format("ratio must be positive and at most 1e6; found {}", v->dump()));
+    return std::nullopt;
+  }
+  return x;
+}
+
+void ObjectReader::check_keys(std::initializer_list<std::string_view> allowed) const {
+  if (object_ == nullptr) return;
+  std::vector<std::string_view> all(allowed);
+  all.push_back("comment");
+  all.push_back("sources");
+  for (const auto& [key, value] : object_->items()) {
+    if (key == "comment" || key == "sources") {
+      bool fine = value.is_string();
+      if (value.is_array())
+        fine = std::all_of(value.begin(), value.end(), [](const json& e) { return e.is_string(); });
+      if (!fine)
+        error(key, fmt::format("\"{}\" holds citations as a string or an array of strings; "
+                               "found {}",
+                               key, describe(value)));
+      continue;
+    }
+    if (std::find(all.begin(), all.end(), key) == all.end()) {
+      std::string known;
+      for (std::string_view a : allowed) known += (known.empty() ? "" : ", ") + std::string(a);
+      error(key, fmt::format("unknown key \"{}\" in {}{}; known keys: {}", key, what_,
+                             suggest(key, std::span<const std::string_view>(all)), known));
+    }
+  }
+}
+
+}  // namespace collsim::topo::json_io

@@ -1,0 +1,642 @@
+#include "topology/loader.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <unordered_map>
+
+#include "topology/build_state.hpp"
+#include "topology/json_reader.hpp"
+#include "topology/name_pattern.hpp"
+
+namespace collsim::topo {
+namespace {
+
+using json_io::json;
+using json_io::ObjectReader;
+
+constexpr std::int64_t kMaxCount = 1 << 24;
+
+constexpr std::array<std::string_view, 6> kNodeKindNames = {"gpu", "nvswitch", "pcie_switch",
+                                                            "cpu", "nic",      "switch"};
+constexpr std::array<NodeKind, 6> kNodeKinds = {NodeKind::gpu,         NodeKind::nvswitch,
+                                                NodeKind::pcie_switch, NodeKind::cpu,
+                                                NodeKind::nic,         NodeKind::network_switch};
+constexpr std::array<std::string_view, 4> kLinkKindNames = {"nvlink", "pcie", "network",
+                                                            "cpu_interconnect"};
+constexpr std::array<LinkKind, 4> kLinkKinds = {LinkKind::nvlink, LinkKind::pcie, LinkKind::network,
+                                                LinkKind::cpu_interconnect};
+
+template <class Kind, std::size_t N>
+std::optional<Kind> read_kind(const ObjectReader& r, const std::array<std::string_view, N>& names,
+                              const std::array<Kind, N>& kinds, std::string_view what) {
+  std::string list;
+  for (std::string_view n : names) list += (list.empty() ? "" : ", ") + std::string(n);
+  if (!r.has("kind")) {
+    if (r.ok()) r.missing("kind", "one of " + list);
+    return std::nullopt;
+  }
+  const auto text = r.string("kind");
+  if (!text) return std::nullopt;
+  for (std::size_t i = 0; i < N; ++i)
+    if (names[i] == *text) return kinds[i];
+  r.error("kind",
+          fmt::format("unknown {} kind \"{}\"{}; expected one of {}", what, *text,
+                      json_io::suggest(*text, std::span<const std::string_view>(names)), list));
+  return std::nullopt;
+}
+
+// "count" and the patterns of an entry that may stand for several.
+struct Repeat {
+  std::int64_t count = 1;
+  bool repeated = false;
+};
+
+std::optional<Repeat> read_repeat(const ObjectReader& r) {
+  Repeat rep;
+  if (r.has("count")) {
+    const auto c = r.integer("count", 1, kMaxCount);
+    if (!c) return std::nullopt;
+    rep.count = *c;
+    rep.repeated = true;
+  }
+  return rep;
+}
+
+std::optional<NamePattern> read_pattern(const ObjectReader& r, std::string_view key,
+                                        const Repeat& rep, bool required) {
+  const auto text = r.string(key, required);
+  if (!text) return std::nullopt;
+  if (text->empty()) {
+    r.error(key, fmt::format("\"{}\" is empty; give a name", key));
+    return std::nullopt;
+  }
+  for (unsigned char c : *text)
+    if (c < 0x20) {
+      r.error(key, fmt::format("\"{}\" contains a control character; use printable names", key));
+      return std::nullopt;
+    }
+  NamePattern p;
+  std::string error;
+  if (!NamePattern::parse(*text, p, error)) {
+    r.error(key, error);
+    return std::nullopt;
+  }
+  if (p.indexed() && !rep.repeated) {
+    r.error(key, fmt::format("\"{}\" uses {{i}} but the entry has no \"count\"; add \"count\": N "
+                             "or remove the braces",
+                             *text));
+    return std::nullopt;
+  }
+  return p;
+}
+
+// A node as read, one per instance of its entry.
+struct NodeSpec {
+  Node node;
+  std::string server;  // empty if none
+  std::string rack;    // empty if none
+};
+
+bool read_nodes(const json& entry, const std::string& ptr, DiagnosticSink& sink, bool in_template,
+                std::vector<NodeSpec>& out) {
+  const ObjectReader r(entry, ptr, sink, "a node");
+  if (!r.ok()) return false;
+  if (in_template)
+    r.check_keys({"name", "kind", "count", "model", "memory_bandwidth", "copy_engines", "alpha",
+                  "launch_latency", "memcpy_bandwidth"});
+  else
+    r.check_keys({"name", "kind", "count", "server", "rack", "model", "memory_bandwidth",
+                  "copy_engines", "alpha", "launch_latency", "memcpy_bandwidth"});
+  if (in_template)
+    for (std::string_view key : {"server", "rack"})
+      if (r.has(key))
+        r.error(key, fmt::format("a template's nodes belong to the server that instantiates the "
+                                 "template; remove \"{}\" here and set \"rack\" on the server",
+                                 key));
+  const auto rep = read_repeat(r);
+  const auto name = read_pattern(r, "name", rep.value_or(Repeat{}), true);
+  const auto kind = read_kind(r, kNodeKindNames, kNodeKinds, "node");
+  std::optional<NamePattern> server, rack;
+  if (!in_template) {
+    server = read_pattern(r, "server", rep.value_or(Repeat{}), false);
+    rack = read_pattern(r, "rack", rep.value_or(Repeat{}), false);
+  }
+  Node proto;
+  if (auto m = r.string("model")) proto.model = *m;
+  bool ok = rep && name && kind;
+  if (kind) proto.kind = *kind;
+  // Parameters belong to one kind: a copy-engine count on a switch is a mistake, not a no-op.
+  const auto only_on = [&](std::string_view key, NodeKind k) {
+    if (!r.has(key) || !kind || *kind == k) return true;
+    r.error(key, fmt::format("\"{}\" applies to {} nodes only; this node is a {}; remove it", key,
+                             to_string(k), to_string(*kind)));
+    return false;
+  };
+  for (std::string_view key : {"memory_bandwidth", "copy_engines", "alpha", "launch_latency"})
+    ok &= only_on(key, NodeKind::gpu);
+  ok &= only_on("memcpy_bandwidth", NodeKind::cpu);
+  const auto get_bw = [&](std::string_view key, double& field) {
+    if (!r.has(key)) return;
+    if (auto v = r.bandwidth(key))
+      field = *v;
+    else
+      ok = false;
+  };
+  const auto get_time = [&](std::string_view key, double& field) {
+    if (!r.has(key)) return;
+    if (auto v = r.duration(key))
+      field = *v;
+    else
+      ok = false;
+  };
+  get_bw("memory_bandwidth", proto.memory_bandwidth);
+  get_bw("memcpy_bandwidth", proto.memcpy_bandwidth);
+  get_time("alpha", proto.alpha);
+  get_time("launch_latency", proto.launch_latency);
+  if (r.has("copy_engines")) {
+    if (auto v = r.integer("copy_engines", 1, 1024))
+      proto.copy_engines = static_cast<std::uint32_t>(*v);
+    else
+      ok = false;
+  }
+  if (!ok) return false;
+  for (std::int64_t i = 0; i < rep->count; ++i) {
+    NodeSpec spec{proto, server ? server->expand(i) : "", rack ? rack->expand(i) : ""};
+    spec.node.name = name->expand(i);
+    out.push_back(std::move(spec));
+  }
+  return true;
+}
+
+struct LinkSpec {
+  std::string from, to;
+  LinkKind kind = LinkKind::pcie;
+  double bandwidth = kUnlimited;
+  double latency = 0;
+  bool duplex = true;
+};
+
+bool read_links(const json& entry, const std::string& ptr, DiagnosticSink& sink,
+                std::vector<LinkSpec>& out) {
+  const ObjectReader r(entry, ptr, sink, "a link");
+  if (!r.ok()) return false;
+  r.check_keys({"from", "to", "kind", "count", "bandwidth", "latency", "duplex"});
+  const auto rep = read_repeat(r);
+  const auto from = read_pattern(r, "from", rep.value_or(Repeat{}), true);
+  const auto to = read_pattern(r, "to", rep.value_or(Repeat{}), true);
+  const auto kind = read_kind(r, kLinkKindNames, kLinkKinds, "link");
+  LinkSpec proto;
+  bool ok = rep && from && to && kind;
+  if (kind) proto.kind = *kind;
+  if (r.has("bandwidth")) {
+    if (auto v = r.bandwidth("bandwidth"))
+      proto.bandwidth = *v;
+    else
+      ok = false;
+  }
+  if (r.has("latency")) {
+    if (auto v = r.duration("latency"))
+      proto.latency = *v;
+    else
+      ok = false;
+  }
+  if (r.has("duplex")) {
+    if (auto v = r.boolean("duplex"))
+      proto.duplex = *v;
+    else
+      ok = false;
+  }
+  if (!ok) return false;
+  for (std::int64_t i = 0; i < rep->count; ++i) {
+    LinkSpec s = proto;
+    s.from = from->expand(i);
+    s.to = to->expand(i);
+    if (s.from == s.to) {
+      r.error("to", fmt::format("link from \"{}\" to itself{}; a link must join two different "
+                                "nodes",
+                                s.from, rep->repeated ? fmt::format(" (i = {})", i) : ""));
+      ok = false;
+      continue;
+    }
+    out.push_back(std::move(s));
+  }
+  return ok;
+}
+
+// A server template, read once and instantiated many times.
+struct Template {
+  std::string name;
+  std::optional<bool> p2p, gpudirect_rdma;
+  std::vector<Node> nodes;  // local names
+  struct LocalLink {
+    std::uint32_t from, to;
+    LinkKind kind;
+    double bandwidth, latency;
+    bool duplex;
+  };
+  std::vector<LocalLink> links;
+  bool ok = true;
+};
+
+Template read_template(const std::string& name, const json& value, const std::string& ptr,
+                       DiagnosticSink& sink) {
+  Template t;
+  t.name = name;
+  const ObjectReader r(value, ptr, sink, "a server template");
+  if (!r.ok()) {
+    t.ok = false;
+    return t;
+  }
+  r.check_keys({"nodes", "links", "p2p", "gpudirect_rdma"});
+  t.p2p = r.boolean("p2p");
+  t.gpudirect_rdma = r.boolean("gpudirect_rdma");
+  std::unordered_map<std::string, std::uint32_t> local;
+  const json* nodes = r.get("nodes");
+  if (nodes == nullptr) {
+    r.missing("nodes", "an array of the template's nodes");
+    t.ok = false;
+  } else if (!nodes->is_array()) {
+    r.error("nodes", "expected an array of nodes; found " + json_io::describe(*nodes));
+    t.ok = false;
+  } else {
+    for (std::size_t i = 0; i < nodes->size(); ++i) {
+      std::vector<NodeSpec> specs;
+      const std::string p = json_io::pointer(r.ptr("nodes"), i);
+      if (!read_nodes((*nodes)[i], p, sink, true, specs)) {
+        t.ok = false;
+        continue;
+      }
+      for (NodeSpec& s : specs) {
+        if (!local.emplace(s.node.name, static_cast<std::uint32_t>(t.nodes.size())).second) {
+          sink.error(json_io::pointer(p, "name"),
+                     fmt::format("duplicate node name \"{}\" in template \"{}\"; names must be "
+                                 "unique within a template",
+                                 s.node.name, name));
+          t.ok = false;
+          continue;
+        }
+        t.nodes.push_back(std::move(s.node));
+      }
+    }
+  }
+  if (const json* links = r.get("links")) {
+    if (!links->is_array()) {
+      r.error("links", "expected an array of links; found " + json_io::describe(*links));
+      t.ok = false;
+    } else {
+      std::vector<std::string> names;
+      for (const Node& n : t.nodes) names.push_back(n.name);
+      for (std::size_t i = 0; i < links->size(); ++i) {
+        std::vector<LinkSpec> specs;
+        const std::string p = json_io::pointer(r.ptr("links"), i);
+        if (!read_links((*links)[i], p, sink, specs)) {
+          t.ok = false;
+          continue;
+        }
+        for (const LinkSpec& s : specs) {
+          const auto a = local.find(s.from), b = local.find(s.to);
+          for (const auto& [key, it, text] :
+               {std::tuple{"from", a, s.from}, std::tuple{"to", b, s.to}}) {
+            if (it == local.end()) {
+              sink.error(json_io::pointer(p, key),
+                         fmt::format("link refers to \"{}\", which is not a node of template "
+                                     "\"{}\"{}; links in a template join that template's nodes",
+                                     text, name, json_io::suggest(text, names)));
+              t.ok = false;
+            }
+          }
+          if (a != local.end() && b != local.end())
+            t.links.push_back({a->second, b->second, s.kind, s.bandwidth, s.latency, s.duplex});
+        }
+      }
+    }
+  }
+  return t;
+}
+
+std::string stem_of(const std::string& file) {
+  const std::string stem = std::filesystem::path(file).stem().string();
+  return stem.empty() ? "topology" : stem;
+}
+
+class Loader {
+ public:
+  Loader(const json& doc, const std::string& file)
+      : doc_(doc), file_(file), sink_(file), state_(sink_) {}
+
+  Topology run() {
+    const ObjectReader top(doc_, "", sink_, "a topology");
+    if (!top.ok()) sink_.throw_if_any();
+    top.check_keys({"name", "nodes", "links", "servers", "racks", "templates", "fabric"});
+    const auto name = top.string("name");
+    state_.topology.set_name(name.value_or(stem_of(file_)));
+    read_racks(top);
+    read_templates(top);
+    read_servers(top);
+    read_explicit_nodes(top);
+    instantiate_servers();
+    if (const json* fabric = top.get("fabric")) {
+      if (sink_.empty())
+        build_fabric(*fabric, state_);
+      else
+        sink_.error("/fabric", "not expanded because of the errors above; fix those first");
+    }
+    read_explicit_links(top);
+    if (state_.topology.gpus().empty() && sink_.empty())
+      sink_.error("/nodes",
+                  "the topology has no GPU; add at least one node with \"kind\": \"gpu\"");
+    if (sink_.empty()) check_gpu_connectivity(state_);
+    sink_.throw_if_any();
+    finalize(state_.topology);
+    return std::move(state_.topology);
+  }
+
+ private:
+  const json* array_at(const ObjectReader& top, std::string_view key, std::string_view what) {
+    const json* v = top.get(key);
+    if (v == nullptr) return nullptr;
+    if (!v->is_array()) {
+      top.error(key, fmt::format("expected an array of {}; found {}", what, json_io::describe(*v)));
+      return nullptr;
+    }
+    return v;
+  }
+
+  void read_racks(const ObjectReader& top) {
+    const json* racks = array_at(top, "racks", "racks");
+    if (racks == nullptr) return;
+    for (std::size_t i = 0; i < racks->size(); ++i) {
+      const std::string p = json_io::pointer("/racks", i);
+      const ObjectReader r((*racks)[i], p, sink_, "a rack");
+      if (!r.ok()) continue;
+      r.check_keys({"name", "count"});
+      const auto rep = read_repeat(r);
+      const auto name = read_pattern(r, "name", rep.value_or(Repeat{}), true);
+      if (!rep || !name) continue;
+      for (std::int64_t k = 0; k < rep->count; ++k) {
+        std::string n = name->expand(k);
+        if (rack_index_.count(n) != 0) {
+          r.error("name", fmt::format("duplicate rack name \"{}\"; rack names must be unique", n));
+          continue;
+        }
+        rack_index_.emplace(n, state_.topology.add_rack(Rack{n}));
+        rack_names_.push_back(std::move(n));
+      }
+    }
+  }
+
+  std::int32_t find_rack(const ObjectReader& r, std::string_view key, const std::string& name) {
+    if (name.empty()) return kNone;
+    const auto it = rack_index_.find(name);
+    if (it != rack_index_.end()) return it->second;
+    r.error(key, fmt::format("unknown rack \"{}\"{}; declare it in \"racks\"", name,
+                             json_io::suggest(name, rack_names_)));
+    return kNone;
+  }
+
+  void read_templates(const ObjectReader& top) {
+    const json* templates = top.get("templates");
+    if (templates == nullptr) return;
+    if (!templates->is_object()) {
+      top.error("templates", "expected an object mapping template names to templates; found " +
+                                 json_io::describe(*templates));
+      return;
+    }
+    // nlohmann objects iterate in key order, so this is deterministic.
+    for (const auto& [name, value] : templates->items()) {
+      templates_.emplace(name,
+                         read_template(name, value, json_io::pointer("/templates", name), sink_));
+      template_names_.push_back(name);
+    }
+  }
+
+  struct Instance {
+    std::int32_t server;
+    const Template* tmpl;
+    std::uint32_t entry;
+  };
+
+  void read_servers(const ObjectReader& top) {
+    const json* servers = array_at(top, "servers", "servers");
+    if (servers == nullptr) return;
+    for (std::size_t i = 0; i < servers->size(); ++i) {
+      const std::string p = json_io::pointer("/servers", i);
+      const ObjectReader r((*servers)[i], p, sink_, "a server");
+      if (!r.ok()) continue;
+      r.check_keys({"name", "count", "rack", "template", "p2p", "gpudirect_rdma"});
+      const auto rep = read_repeat(r);
+      const auto name = read_pattern(r, "name", rep.value_or(Repeat{}), true);
+      const auto rack = read_pattern(r, "rack", rep.value_or(Repeat{}), false);
+      const auto p2p = r.boolean("p2p");
+      const auto rdma = r.boolean("gpudirect_rdma");
+      const Template* tmpl = nullptr;
+      bool ok = rep && name;
+      if (const auto t = r.string("template")) {
+        const auto it = templates_.find(*t);
+        if (it == templates_.end()) {
+          r.error("template", fmt::format("unknown template \"{}\"{}; define it under "
+                                          "\"templates\"",
+                                          *t, json_io::suggest(*t, template_names_)));
+          ok = false;
+        } else if (!it->second.ok) {
+          ok = false;  // its own errors are reported at /templates
+        } else {
+          tmpl = &it->second;
+        }
+      } else if (r.has("template")) {
+        ok = false;
+      }
+      if (!ok) continue;
+      for (std::int64_t k = 0; k < rep->count; ++k) {
+        Server s;
+        s.name = name->expand(k);
+        if (server_index_.count(s.name) != 0) {
+          r.error("name",
+                  fmt::format("duplicate server name \"{}\"; server names must be unique", s.name));
+          continue;
+        }
+        s.rack = rack ? find_rack(r, "rack", rack->expand(k)) : kNone;
+        if (tmpl != nullptr) {
+          s.p2p = tmpl->p2p.value_or(s.p2p);
+          s.gpudirect_rdma = tmpl->gpudirect_rdma.value_or(s.gpudirect_rdma);
+        }
+        s.p2p = p2p.value_or(s.p2p);
+        s.gpudirect_rdma = rdma.value_or(s.gpudirect_rdma);
+        const std::string server_name = s.name;
+        const std::int32_t id = state_.topology.add_server(std::move(s));
+        server_index_.emplace(server_name, id);
+        server_names_.push_back(server_name);
+        if (tmpl != nullptr) instances_.push_back({id, tmpl, static_cast<std::uint32_t>(i)});
+      }
+    }
+  }
+
+  bool check_new_name(const std::string& name, const std::string& ptr) {
+    if (state_.topology.find(name) == kNoNode) return true;
+    const NodeId other = state_.topology.find(name);
+    sink_.error(ptr, fmt::format("duplicate node name \"{}\" (first defined at {}); node names "
+                                 "must be unique",
+                                 name, state_.where(other)));
+    return false;
+  }
+
+  void read_explicit_nodes(const ObjectReader& top) {
+    const json* nodes = array_at(top, "nodes", "nodes");
+    if (nodes == nullptr) return;
+    std::vector<NodeSpec> specs;
+    for (std::size_t i = 0; i < nodes->size(); ++i) {
+      const std::string p = json_io::pointer("/nodes", i);
+      specs.clear();
+      if (!read_nodes((*nodes)[i], p, sink_, false, specs)) continue;
+      const ObjectReader r((*nodes)[i], p, sink_, "a node");
+      for (NodeSpec& s : specs) {
+        if (!s.server.empty()) {
+          const auto it = server_index_.find(s.server);
+          if (it == server_index_.end()) {
+            r.error("server", fmt::format("unknown server \"{}\"{}; declare it in \"servers\"",
+                                          s.server, json_io::suggest(s.server, server_names_)));
+            continue;
+          }
+          s.node.server = it->second;
+          s.node.rack = state_.topology.server(it->second).rack;
+        }
+        if (!s.rack.empty()) {
+          const std::int32_t rack = find_rack(r, "rack", s.rack);
+          if (rack == kNone) continue;
+          if (s.node.server != kNone && s.node.rack != rack) {
+            r.error("rack",
+                    fmt::format("node \"{}\" is in rack \"{}\" but its server \"{}\" is "
+                                "in {}; drop the node's \"rack\" (it follows the server)",
+                                s.node.name, s.rack, s.server,
+                                s.node.rack == kNone
+                                    ? std::string("no rack")
+                                    : "rack \"" + state_.topology.rack(s.node.rack).name + "\""));
+            continue;
+          }
+          s.node.rack = rack;
+        }
+        if (!check_new_name(s.node.name, json_io::pointer(p, "name"))) continue;
+        state_.add_node(std::move(s.node),
+                        {NodeOrigin::Section::nodes, static_cast<std::uint32_t>(i)});
+      }
+    }
+  }
+
+  void instantiate_servers() {
+    for (const Instance& inst : instances_) {
+      const Server& server = state_.topology.server(inst.server);
+      const std::string prefix = server.name + "/";
+      const NodeId base = static_cast<NodeId>(state_.topology.num_nodes());
+      std::vector<NodeId> ids;
+      ids.reserve(inst.tmpl->nodes.size());
+      bool ok = true;
+      for (const Node& proto : inst.tmpl->nodes) {
+        Node n = proto;
+        n.name = prefix + proto.name;
+        n.server = inst.server;
+        n.rack = server.rack;
+        if (!check_new_name(n.name, json_io::pointer("/servers", inst.entry))) {
+          ok = false;
+          break;
+        }
+        ids.push_back(state_.add_node(std::move(n), {NodeOrigin::Section::servers, inst.entry}));
+      }
+      if (!ok) continue;
+      (void)base;
+      for (const Template::LocalLink& l : inst.tmpl->links)
+        state_.add_link(ids[l.from], ids[l.to], l.kind, l.bandwidth, l.latency, l.duplex);
+    }
+  }
+
+  void read_explicit_links(const ObjectReader& top) {
+    const json* links = array_at(top, "links", "links");
+    if (links == nullptr) return;
+    std::vector<LinkSpec> specs;
+    int suggestions_left = 20;  // a suggestion scans every name; keep error floods cheap
+    for (std::size_t i = 0; i < links->size(); ++i) {
+      const std::string p = json_io::pointer("/links", i);
+      specs.clear();
+      if (!read_links((*links)[i], p, sink_, specs)) continue;
+      for (const LinkSpec& s : specs) {
+        const NodeId a = state_.topology.find(s.from), b = state_.topology.find(s.to);
+        for (const auto& [key, id, text] :
+             {std::tuple{"from", a, s.from}, std::tuple{"to", b, s.to}}) {
+          if (id != kNoNode) continue;
+          std::string hint;
+          if (suggestions_left-- > 0) hint = suggest_node(text);
+          sink_.error(json_io::pointer(p, key),
+                      fmt::format("link refers to unknown node \"{}\"{}; declare it in "
+                                  "\"nodes\" or fix the name",
+                                  text, hint));
+        }
+        if (a != kNoNode && b != kNoNode)
+          state_.add_link(a, b, s.kind, s.bandwidth, s.latency, s.duplex);
+      }
+    }
+  }
+
+  std::string suggest_node(const std::string& name) const {
+    std::vector<std::string> names;
+    names.reserve(state_.topology.num_nodes());
+    for (const Node& n : state_.topology.nodes()) names.push_back(n.name);
+    return json_io::suggest(name, names);
+  }
+
+  const json& doc_;
+  std::string file_;
+  DiagnosticSink sink_;
+  BuildState state_;
+  std::unordered_map<std::string, std::int32_t> rack_index_, server_index_;
+  std::vector<std::string> rack_names_, server_names_, template_names_;
+  std::map<std::string, Template> templates_;
+  std::vector<Instance> instances_;
+};
+
+}  // namespace
+
+std::string BuildState::where(NodeId node) const {
+  const NodeOrigin& o = origin[node];
+  switch (o.section) {
+    case NodeOrigin::Section::nodes:
+      return json_io::pointer("/nodes", o.index);
+    case NodeOrigin::Section::servers:
+      return json_io::pointer("/servers", o.index) + " (node \"" + topology.node(node).name + "\")";
+    case NodeOrigin::Section::fabric:
+      return "/fabric (node \"" + topology.node(node).name + "\")";
+  }
+  return "";
+}
+
+NodeId BuildState::add_node(Node node, NodeOrigin from) {
+  origin.push_back(from);
+  return topology.add_node(std::move(node));
+}
+
+void BuildState::add_link(NodeId from, NodeId to, LinkKind kind, double bandwidth, double latency,
+                          bool duplex) {
+  const std::uint32_t index = next_source_index++;
+  topology.add_link(Link{from, to, kind, bandwidth, latency, index});
+  if (duplex) topology.add_link(Link{to, from, kind, bandwidth, latency, index});
+}
+
+Topology build_topology(const nlohmann::json& document, const std::string& file) {
+  return Loader(document, file).run();
+}
+
+Topology parse_topology(std::string_view text, const std::string& file) {
+  DiagnosticSink sink(file);
+  auto doc = json_io::parse_document(text, sink);
+  sink.throw_if_any();
+  return build_topology(*doc, file);
+}
+
+Topology load_topology(const std::string& path) {
+  return parse_topology(json_io::read_text_file(path), path);
+}
+
+}  // namespace collsim::topo

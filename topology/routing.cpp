@@ -1,0 +1,338 @@
+#include "topology/routing.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <compare>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "topology/adjacency.hpp"
+#include "topology/error.hpp"
+
+namespace collsim::topo {
+namespace {
+
+// Distance to the destination: total latency in picoseconds, then hops.
+struct Label {
+  std::uint64_t ps = std::numeric_limits<std::uint64_t>::max();
+  std::uint32_t hops = std::numeric_limits<std::uint32_t>::max();
+  auto operator<=>(const Label&) const = default;
+  bool finite() const { return hops != std::numeric_limits<std::uint32_t>::max(); }
+};
+
+Label extend(Label l, std::uint64_t ps) {
+  // Saturates: a path of several 1e6 s links is absurd but must not wrap around.
+  const std::uint64_t sum = l.ps > std::numeric_limits<std::uint64_t>::max() - ps
+                                ? std::numeric_limits<std::uint64_t>::max() - 1
+                                : l.ps + ps;
+  return {sum, l.hops + 1};
+}
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+struct HeapEntry {
+  Label label;
+  NodeId node;
+  // std::push_heap builds a max-heap; invert so that the smallest label is on top.
+  bool operator<(const HeapEntry& o) const { return o.label < label; }
+};
+
+// Per-search working memory, reused across queries; reset touches only what a search touched.
+struct Scratch {
+  std::vector<Label> label;
+  std::vector<NodeId> touched;
+  std::vector<HeapEntry> heap;
+  explicit Scratch(std::size_t nodes) : label(nodes) {}
+  void reset() {
+    for (NodeId n : touched) label[n] = Label{};
+    touched.clear();
+    heap.clear();
+  }
+};
+
+struct Candidate {
+  std::uint32_t name_rank;
+  LinkId link;
+  NodeId next;
+  bool operator<(const Candidate& o) const {
+    return name_rank != o.name_rank ? name_rank < o.name_rank : link < o.link;
+  }
+};
+
+std::uint64_t pair_key(NodeId from, NodeId to) {
+  return (std::uint64_t{from} << 32) | to;
+}
+
+}  // namespace
+
+PathClass classify(const Topology& topology, const std::vector<LinkId>& links) {
+  if (links.empty()) return PathClass::loc;
+  bool network = false, cpu_link = false, pcie = false;
+  int cpus = 0, pcie_switches = 0;
+  const auto count = [&](NodeId n) {
+    const NodeKind k = topology.node(n).kind;
+    if (k == NodeKind::cpu) ++cpus;
+    if (k == NodeKind::pcie_switch) ++pcie_switches;
+  };
+  count(topology.link(links.front()).from);
+  for (LinkId id : links) {
+    const Link& l = topology.link(id);
+    network |= l.kind == LinkKind::network;
+    cpu_link |= l.kind == LinkKind::cpu_interconnect;
+    pcie |= l.kind == LinkKind::pcie;
+    count(l.to);
+  }
+  if (network) return PathClass::net;
+  if (cpu_link || cpus >= 2) return PathClass::sys;
+  if (cpus == 1) return PathClass::phb;
+  if (pcie_switches >= 2) return PathClass::pxb;
+  if (pcie || pcie_switches == 1) return PathClass::pix;
+  return PathClass::nvl;
+}
+
+struct Router::Cache {
+  const Topology& topology;
+  Adjacency out;
+  Adjacency in;
+  std::vector<std::uint64_t> link_ps;
+  std::vector<std::uint32_t> name_rank;  // position of each node in name order
+
+  static constexpr std::size_t kShards = 64;
+  struct PlainShard {
+    std::shared_mutex mutex;
+    std::unordered_map<std::uint64_t, std::unique_ptr<Route>> routes;
+  };
+  struct FlowKey {
+    std::uint64_t pair, flow;
+    bool operator==(const FlowKey&) const = default;
+  };
+  struct FlowKeyHash {
+    std::size_t operator()(const FlowKey& k) const { return mix(k.pair ^ mix(k.flow)); }
+  };
+  struct FlowShard {
+    std::shared_mutex mutex;
+    std::unordered_map<FlowKey, std::unique_ptr<Route>, FlowKeyHash> routes;
+  };
+  std::unique_ptr<PlainShard[]> plain{new PlainShard[kShards]};
+  std::unique_ptr<FlowShard[]> flows{new FlowShard[kShards]};
+
+  // Complete distance tables per destination, published once and never changed afterwards.
+  std::unique_ptr<std::atomic<const std::vector<Label>*>[]> tables;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> search_work;  // nodes settled per destination
+  std::atomic<std::size_t> table_bytes{0};
+  std::size_t table_limit;
+  std::mutex table_owner_mutex;
+  std::vector<std::unique_ptr<const std::vector<Label>>> table_owner;
+
+  std::mutex scratch_mutex;
+  std::vector<std::unique_ptr<Scratch>> scratch_pool;
+
+  Cache(const Topology& t, std::size_t limit)
+      : topology(t),
+        out(t, Adjacency::Direction::out),
+        in(t, Adjacency::Direction::in),
+        link_ps(t.num_links()),
+        name_rank(t.num_nodes()),
+        tables(new std::atomic<const std::vector<Label>*>[t.num_nodes()]),
+        search_work(new std::atomic<std::uint64_t>[t.num_nodes()]),
+        table_limit(limit) {
+    for (LinkId id = 0; id < t.num_links(); ++id)
+      link_ps[id] = static_cast<std::uint64_t>(std::llround(t.link(id).latency * 1e12));
+    std::vector<NodeId> order(t.num_nodes());
+    std::iota(order.begin(), order.end(), NodeId{0});
+    std::sort(order.begin(), order.end(),
+              [&](NodeId a, NodeId b) { return t.node(a).name < t.node(b).name; });
+    for (std::uint32_t i = 0; i < order.size(); ++i) name_rank[order[i]] = i;
+    for (std::size_t i = 0; i < t.num_nodes(); ++i) {
+      tables[i].store(nullptr, std::memory_order_relaxed);
+      search_work[i].store(0, std::memory_order_relaxed);
+    }
+  }
+
+  std::unique_ptr<Scratch> acquire() {
+    {
+      std::lock_guard lock(scratch_mutex);
+      if (!scratch_pool.empty()) {
+        auto s = std::move(scratch_pool.back());
+        scratch_pool.pop_back();
+        return s;
+      }
+    }
+    return std::make_unique<Scratch>(topology.num_nodes());
+  }
+  void release(std::unique_ptr<Scratch> s) {
+    s->reset();
+    std::lock_guard lock(scratch_mutex);
+    scratch_pool.push_back(std::move(s));
+  }
+
+  // Backward Dijkstra from `to`. With `from` != kNoNode it stops once every node closer to `to`
+  // than `from` is settled: that is all the walk from `from` needs. Returns the nodes settled.
+  std::uint64_t search(Scratch& s, NodeId to, NodeId from) const {
+    s.label[to] = Label{0, 0};
+    s.touched.push_back(to);
+    s.heap.push_back({s.label[to], to});
+    std::uint64_t settled = 0;
+    while (!s.heap.empty()) {
+      if (from != kNoNode && s.label[from].finite() && !(s.heap.front().label < s.label[from]))
+        break;
+      std::pop_heap(s.heap.begin(), s.heap.end());
+      const HeapEntry e = s.heap.back();
+      s.heap.pop_back();
+      if (s.label[e.node] < e.label) continue;  // stale entry
+      ++settled;
+      for (LinkId id : in.of(e.node)) {
+        const NodeId v = topology.link(id).from;
+        const Label nl = extend(e.label, link_ps[id]);
+        if (nl < s.label[v]) {
+          if (!s.label[v].finite()) s.touched.push_back(v);
+          s.label[v] = nl;
+          s.heap.push_back({nl, v});
+          std::push_heap(s.heap.begin(), s.heap.end());
+        }
+      }
+    }
+    return settled;
+  }
+
+  // Follows equal-cost links from `from` down the distance labels to `to`. Sets `chose` when
+  // some hop had more than one equal-cost link (ECMP had a choice to make).
+  Route walk(const Label* label, NodeId from, NodeId to, bool ecmp, std::uint64_t flow_key,
+             bool& chose) const {
+    Route r;
+    chose = false;
+    std::vector<Candidate> candidates;
+    NodeId u = from;
+    for (std::uint32_t hop = 0; u != to; ++hop) {
+      candidates.clear();
+      for (LinkId id : out.of(u)) {
+        const NodeId v = topology.link(id).to;
+        if (label[v].finite() && extend(label[v], link_ps[id]) == label[u])
+          candidates.push_back({name_rank[v], id, v});
+      }
+      if (candidates.empty())
+        throw InternalError("Router: no next hop on a shortest path from '" +
+                            topology.node(u).name + "'");
+      std::size_t pick = 0;
+      if (candidates.size() > 1) {
+        std::sort(candidates.begin(), candidates.end());
+        if (ecmp) {
+          chose = true;
+          pick = mix(flow_key ^ mix(pair_key(from, to) ^ mix(hop))) % candidates.size();
+        }
+      }
+      const Link& l = topology.link(candidates[pick].link);
+      r.links.push_back(candidates[pick].link);
+      r.latency += l.latency;
+      r.bandwidth = std::min(r.bandwidth, l.bandwidth);
+      u = candidates[pick].next;
+    }
+    r.path_class = classify(topology, r.links);
+    return r;
+  }
+
+  [[noreturn]] void unreachable(NodeId from, NodeId to) const {
+    throw InputError("", "",
+                     "no route from '" + topology.node(from).name + "' to '" +
+                         topology.node(to).name +
+                         "': no chain of links joins them in that direction; add the missing "
+                         "links (or make a link duplex)");
+  }
+
+  Route compute(NodeId from, NodeId to, bool ecmp, std::uint64_t flow_key, bool& chose) {
+    if (from >= topology.num_nodes() || to >= topology.num_nodes())
+      throw InternalError("Router: node id out of range");
+    if (const auto* table = tables[to].load(std::memory_order_acquire)) {
+      if (!(*table)[from].finite()) unreachable(from, to);
+      return walk(table->data(), from, to, ecmp, flow_key, chose);
+    }
+    auto scratch = acquire();
+    const std::uint64_t work = search(*scratch, to, from);
+    if (!scratch->label[from].finite()) {
+      release(std::move(scratch));
+      unreachable(from, to);
+    }
+    Route r = walk(scratch->label.data(), from, to, ecmp, flow_key, chose);
+    release(std::move(scratch));
+    // Once the early-stopping searches towards `to` have cost as much as a complete one, a
+    // complete table pays for itself; this keeps any query pattern within twice the best.
+    const std::uint64_t total = search_work[to].fetch_add(work) + work;
+    if (total >= topology.num_nodes()) build_table(to);
+    return r;
+  }
+
+  void build_table(NodeId to) {
+    const std::size_t bytes = topology.num_nodes() * sizeof(Label);
+    if (table_bytes.fetch_add(bytes) + bytes > table_limit) {
+      table_bytes.fetch_sub(bytes);
+      return;
+    }
+    auto scratch = acquire();
+    search(*scratch, to, kNoNode);
+    auto table = std::make_unique<const std::vector<Label>>(scratch->label);
+    release(std::move(scratch));
+    const std::vector<Label>* expected = nullptr;
+    if (tables[to].compare_exchange_strong(expected, table.get(), std::memory_order_acq_rel)) {
+      std::lock_guard lock(table_owner_mutex);
+      table_owner.push_back(std::move(table));
+    } else {
+      table_bytes.fetch_sub(bytes);  // another thread published it first
+    }
+  }
+};
+
+Router::Router(const Topology& topology, RoutingOptions options)
+    : topology_(topology), options_(options), cache_(new Cache(topology, options.table_memory)) {}
+
+Router::~Router() {
+  delete cache_;
+}
+
+const Route& Router::route(NodeId from, NodeId to) const {
+  const std::uint64_t key = pair_key(from, to);
+  auto& shard = cache_->plain[mix(key) % Cache::kShards];
+  {
+    std::shared_lock lock(shard.mutex);
+    if (auto it = shard.routes.find(key); it != shard.routes.end()) return *it->second;
+  }
+  bool chose = false;
+  auto r = std::make_unique<Route>(cache_->compute(from, to, false, 0, chose));
+  std::unique_lock lock(shard.mutex);
+  // If another thread stored it meanwhile, keep theirs: references already handed out stay valid.
+  auto [it, inserted] = shard.routes.try_emplace(key, std::move(r));
+  return *it->second;
+}
+
+const Route& Router::route(NodeId from, NodeId to, std::uint64_t flow_key) const {
+  if (!options_.ecmp) return route(from, to);
+  const Cache::FlowKey key{pair_key(from, to), flow_key};
+  auto& shard = cache_->flows[Cache::FlowKeyHash{}(key) % Cache::kShards];
+  {
+    std::shared_lock lock(shard.mutex);
+    if (auto it = shard.routes.find(key); it != shard.routes.end()) return *it->second;
+  }
+  bool chose = false;
+  Route r = cache_->compute(from, to, true, flow_key, chose);
+  // Most pairs have a single shortest path; they share the plain entry instead of one per key.
+  if (!chose) return route(from, to);
+  std::unique_lock lock(shard.mutex);
+  auto [it, inserted] = shard.routes.try_emplace(key, std::make_unique<Route>(std::move(r)));
+  return *it->second;
+}
+
+Route Router::compute(NodeId from, NodeId to, std::uint64_t flow_key) const {
+  bool chose = false;
+  return cache_->compute(from, to, options_.ecmp, flow_key, chose);
+}
+
+}  // namespace collsim::topo
