@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "schedules/algorithms.hpp"
 #include "topology/error.hpp"
 
 namespace collsim::sched {
@@ -27,6 +28,33 @@ double ring_reduce_scatter(double T, double G, RankId p, std::uint32_t k) {
 // Two-stage flow shop of k identical jobs: first stage a, second stage c.
 double flow_shop2(double a, double c, std::uint32_t k) {
   return a + c + (k - 1) * std::max(a, c);
+}
+
+// Longest path through one heap-shaped tree of p nodes, k chunks: up from a leaf x to the root
+// (a transfer T per edge, then the parent's reductions: both of them when x's side is the left
+// child, the second only when it is the right one), then, if `down`, down to the deepest leaf
+// (a transfer per edge). The k - 1 further chunks pass the slowest stage on the path, whose
+// period is T or the parent's reductions per chunk (docs/algorithms.md, "trees").
+double heap_tree(double T, double G, RankId p, std::uint32_t k, bool down) {
+  auto depth = [](RankId i) {
+    RankId d = 0;
+    for (++i; i > 1; i >>= 1) ++d;
+    return d;
+  };
+  const double down_path = down ? depth(p - 1) * T : 0;
+  double best = 0;
+  for (RankId x = p / 2; x < p; ++x) {  // the leaves
+    double sum = 0, period = T;
+    for (RankId i = x; i > 0;) {
+      const RankId q = (i - 1) / 2;
+      const double children = double(2 * q + 1 < p) + double(2 * q + 2 < p);
+      sum += T + (i == 2 * q + 1 ? children * G : G);
+      period = std::max(period, children * G);
+      i = q;
+    }
+    best = std::max(best, sum + (k - 1) * period + down_path);
+  }
+  return best;
 }
 
 }  // namespace
@@ -77,6 +105,21 @@ double closed_form(const PlanRequest& req, RankId p, const UniformCosts& u) {
           return std::max(k * u.transfer(piece), u.device_copy(n / p));
         case Collective::broadcast:
           return std::max(k * u.transfer(chunk), u.device_copy(n));
+      }
+      break;
+    case Algorithm::tree:
+      switch (req.collective) {
+        case Collective::allreduce: {
+          const double trees = double(detail::double_binary_tree(p).size());
+          const double m = n / (trees * k);
+          return heap_tree(u.transfer(m), u.reduce(m), p, k, true);
+        }
+        case Collective::reduce:
+          return heap_tree(u.transfer(chunk), u.reduce(chunk), p, k, false);
+        case Collective::broadcast:
+          return std::max(heap_tree(u.transfer(chunk), 0, p, k, false), u.device_copy(n));
+        default:
+          break;
       }
       break;
     case Algorithm::naive: {

@@ -9,9 +9,6 @@ namespace {
 }
 }  // namespace
 
-void tree(Builder&, const Job&) {
-  pending("tree");
-}
 void halving_doubling(Builder&, const Job&) {
   pending("rhd");
 }
@@ -20,12 +17,6 @@ void recursive_doubling(Builder&, const Job&) {
 }
 void hierarchical(Builder&, const Job&, const std::vector<std::vector<RankId>>&) {
   pending("hier");
-}
-std::vector<BinaryTree> double_binary_tree(RankId) {
-  return {};
-}
-RankId BinaryTree::parent_of(std::uint32_t) const {
-  return kNoRank;
 }
 
 }  // namespace collsim::sched::detail
