@@ -126,12 +126,16 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
   for (std::size_t i = 0; i < ranks.size() && i < 8; ++i)
     names += (i ? " " : "") + t.node(ranks[i]).name;
   if (ranks.size() > 8) names += " ...";
-  lines.push_back(fmt::format("ranks       {} on {} servers: GPUs {} ({})", ranks.size(),
-                              count_servers(t, ranks), describe_ranks(ranks, t), names));
+  const std::size_t servers = count_servers(t, ranks);
+  lines.push_back(fmt::format("ranks       {} {}: GPUs {} ({})", ranks.size(),
+                              servers == 0 ? std::string("(the file defines no servers)")
+                                           : fmt::format("on {} servers", servers),
+                              describe_ranks(ranks, t), names));
   lines.push_back(fmt::format("collective  {}", o.collective));
-  if (o.collective.find("broadcast") != std::string::npos ||
-      o.collective.find("reduce") != std::string::npos)
-    lines.push_back(fmt::format("root        {} (used by broadcast and reduce only)", o.root));
+  bool rooted = false;
+  for (sched::Collective c : parse_collective_list(o.collective, "--collective"))
+    rooted = rooted || c == sched::Collective::broadcast || c == sched::Collective::reduce;
+  if (rooted) lines.push_back(fmt::format("root        {}", o.root));
   lines.push_back(fmt::format("algorithm   {}{}", o.algo,
                               o.algo.find("auto") != std::string::npos
                                   ? " (free: every algorithm that fits is tried)"

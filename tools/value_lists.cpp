@@ -309,22 +309,25 @@ std::string describe_ranks(std::span<const topo::NodeId> ranks, const topo::Topo
 }
 
 std::string closest_match(std::string_view found, std::span<const std::string_view> candidates) {
-  // Levenshtein distance; a candidate counts when at most a third of the word differs.
+  // Edit distance counting a swap of neighbours as one edit ("rign" -> "ring"); a candidate
+  // counts when at most a third of the word differs.
   auto distance = [](std::string_view a, std::string_view b) {
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    auto lower = [](char c) {
+      return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    };
+    std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+    for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+    for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
     for (std::size_t i = 1; i <= a.size(); ++i) {
-      std::size_t diag = row[0];
-      row[0] = i;
       for (std::size_t j = 1; j <= b.size(); ++j) {
-        const std::size_t up = row[j];
-        const char ca = static_cast<char>(std::tolower(static_cast<unsigned char>(a[i - 1])));
-        const char cb = static_cast<char>(std::tolower(static_cast<unsigned char>(b[j - 1])));
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (ca == cb ? 0 : 1)});
-        diag = up;
+        const std::size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
+        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+        if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) &&
+            lower(a[i - 2]) == lower(b[j - 1]))
+          d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
       }
     }
-    return row[b.size()];
+    return d[a.size()][b.size()];
   };
   std::string best;
   std::size_t best_distance = std::numeric_limits<std::size_t>::max();

@@ -152,14 +152,14 @@ TEST_CASE("a sweep gives the same CSV whatever the thread count", "[cli][sweep]"
   INFO(one.err << two.err);
   REQUIRE(one.status == two.status);
   CHECK(one.out == two.out);
-  // 3 algorithms x 7 sizes x 3 chunk counts, plus the header.
-  CHECK(csv_rows(one.out).size() == 1 + 3 * 7 * 3);
+  // 3 algorithms x 8 sizes (1, 4, 16, ..., 16384 KiB) x 3 chunk counts, plus the header.
+  CHECK(csv_rows(one.out).size() == 1 + 3 * 8 * 3);
 }
 
 TEST_CASE("sweep rows come in input order: chunks fastest, then sizes, then algorithms",
           "[cli][sweep]") {
   const auto r = run_cli("sweep " + kFour +
-                         " --algo ring,naive --size 1KiB,4KiB --chunks 2,1 --format csv --no-wall "
+                         " --algo ring,direct --size 1KiB,4KiB --chunks 2,1 --format csv --no-wall "
                          "--jobs 2");
   INFO(r.err);
   REQUIRE(r.status == 0);
@@ -169,8 +169,8 @@ TEST_CASE("sweep rows come in input order: chunks fastest, then sizes, then algo
   const std::size_t size = column(rows[0], "size_bytes");
   const std::size_t k = column(rows[0], "chunks");
   const std::vector<std::string> expect = {"ring 1024 2",  "ring 1024 1",  "ring 4096 2",
-                                           "ring 4096 1",  "naive 1024 2", "naive 1024 1",
-                                           "naive 4096 2", "naive 4096 1"};
+                                           "ring 4096 1",  "direct 1024 2", "direct 1024 1",
+                                           "direct 4096 2", "direct 4096 1"};
   for (std::size_t i = 0; i < expect.size(); ++i)
     CHECK(rows[i + 1][algo] + " " + rows[i + 1][size] + " " + rows[i + 1][k] == expect[i]);
 }

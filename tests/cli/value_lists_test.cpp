@@ -105,8 +105,15 @@ TEST_CASE("names: algorithms, collectives, data types", "[cli][values]") {
 
 TEST_CASE("ranks by index, range and name", "[cli][values]") {
   topo::Topology t;
-  for (int i = 0; i < 4; ++i) t.add_node(topo::Node{.name = "gpu" + std::to_string(i)});
-  t.add_node(topo::Node{.name = "cpu0", .kind = topo::NodeKind::cpu});
+  for (int i = 0; i < 4; ++i) {
+    topo::Node gpu;
+    gpu.name = "gpu" + std::to_string(i);
+    t.add_node(gpu);
+  }
+  topo::Node cpu;
+  cpu.name = "cpu0";
+  cpu.kind = topo::NodeKind::cpu;
+  t.add_node(cpu);
   topo::finalize(t);
   const auto& g = t.gpus();
   REQUIRE(g.size() == 4);
