@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "schedules/algorithms.hpp"
 #include "topology/error.hpp"
@@ -55,6 +56,75 @@ double heap_tree(double T, double G, RankId p, std::uint32_t k, bool down) {
     best = std::max(best, sum + (k - 1) * period + down_path);
   }
   return best;
+}
+
+// rd and rhd, evaluated step by step over the p' core ranks (docs/algorithms.md, "doubling").
+// Each core rank has a line of sends, a line of receives and a line of reductions; chunk c of a
+// step waits for chunk c of the previous step. With r extra ranks the hand-over (transfers T0,
+// then reductions G0 on the receiving rank's reduction line) feeds step 0 of ranks 0..r-1 and
+// the send-back follows their last step. A recurrence rather than one expression because, when
+// p is not a power of two, ranks with and without an extra partner run out of step.
+struct PipeStep {
+  double T = 0, G = 0;
+  bool reduce = false;
+  RankId bit = 0;  // partner = j xor bit
+};
+
+double doubling_pipeline(const std::vector<PipeStep>& steps, RankId q, RankId extra,
+                         std::uint32_t k, double T0, double G0) {
+  std::vector<std::vector<double>> data(q, std::vector<double>(k, 0.0));
+  std::vector<double> send(q, 0), recv(q, 0), red(q, 0), got(q, 0);
+  for (RankId j = 0; j < extra; ++j)
+    for (std::uint32_t c = 0; c < k; ++c) {
+      red[j] = std::max((c + 1) * T0, red[j]) + G0;
+      data[j][c] = red[j];
+    }
+  for (const PipeStep& s : steps) {
+    for (std::uint32_t c = 0; c < k; ++c) {
+      for (RankId j = 0; j < q; ++j) {
+        const RankId to = j ^ s.bit;
+        const double end = std::max({send[j], data[j][c], recv[to]}) + s.T;
+        send[j] = end;
+        got[to] = end;
+      }
+      for (RankId j = 0; j < q; ++j) {
+        recv[j] = got[j];
+        if (s.reduce) {
+          red[j] = std::max(got[j], red[j]) + s.G;
+          data[j][c] = red[j];
+        } else {
+          data[j][c] = std::max(data[j][c], got[j]);
+        }
+      }
+    }
+  }
+  double end = 0;
+  for (RankId j = 0; j < q; ++j) end = std::max({end, send[j], red[j]});
+  for (RankId j = 0; j < extra; ++j) {
+    double back = 0;
+    for (std::uint32_t c = 0; c < k; ++c) back = std::max(back, data[j][c]) + T0;
+    end = std::max(end, back);
+  }
+  return end;
+}
+
+double doubling(const UniformCosts& u, RankId p, std::uint32_t k, double chunk, bool halving) {
+  RankId q = 1;
+  std::uint32_t L = 0;
+  while (q * 2 <= p) q *= 2, ++L;
+  std::vector<PipeStep> steps;
+  if (!halving) {
+    for (std::uint32_t s = 0; s < L; ++s)
+      steps.push_back({u.transfer(chunk), u.reduce(chunk), true, RankId{1} << s});
+  } else {
+    for (std::uint32_t s = 0; s < L; ++s) {
+      const double m = chunk / double(RankId{2} << s);
+      steps.push_back({u.transfer(m), u.reduce(m), true, q >> (s + 1)});
+    }
+    for (std::uint32_t s = L; s-- > 0;)
+      steps.push_back({u.transfer(chunk / double(RankId{2} << s)), 0, false, q >> (s + 1)});
+  }
+  return doubling_pipeline(steps, q, p - q, k, u.transfer(chunk), u.reduce(chunk));
 }
 
 }  // namespace
@@ -121,6 +191,11 @@ double closed_form(const PlanRequest& req, RankId p, const UniformCosts& u) {
         default:
           break;
       }
+      break;
+    case Algorithm::rd:
+    case Algorithm::rhd:
+      if (req.collective == Collective::allreduce)
+        return doubling(u, p, k, chunk, req.algorithm == Algorithm::rhd);
       break;
     case Algorithm::naive: {
       const double T = u.transfer(n), G = u.reduce(n);

@@ -28,9 +28,7 @@ bool supports(Algorithm a, Collective c) {
     case Collective::allreduce:
       return true;
     case Collective::reduce_scatter:
-      return a == Algorithm::ring || a == Algorithm::rhd || a == Algorithm::direct;
-    case Collective::allgather:
-      return a == Algorithm::ring || a == Algorithm::rd || a == Algorithm::direct;
+    case Collective::allgather: return a == Algorithm::ring || a == Algorithm::direct;
     case Collective::broadcast:
     case Collective::reduce:
       return a == Algorithm::ring || a == Algorithm::tree || a == Algorithm::direct ||

@@ -68,7 +68,6 @@ TEST_CASE("engine equals the closed form for every algorithm and collective", "[
     for (RankId p : {2u, 3u, 4u, 5u, 7u, 8u, 16u})
       for (Algorithm a : algorithms_for(coll, p)) {
         if (a == Algorithm::hier) continue;  // hier_model_test.cpp
-        if (a == Algorithm::rhd || a == Algorithm::rd) continue;  // TEMP
         for (std::uint32_t k : {1u, 2u, 3u, 8u, 64u}) {
           if (a == Algorithm::naive && k > 1) continue;
           check(a, coll, p, k, Bytes{p} * k * 4 * 64);
