@@ -1,0 +1,145 @@
+#include "cuda_backend/calibration.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cuda_backend/host_executor.hpp"
+#include "topology/error.hpp"
+
+using namespace collsim;
+using namespace collsim::backend;
+
+namespace {
+
+// Points lying exactly on t = alpha + beta x for one op kind.
+void add_line(Calibration& c, const std::string& op, double alpha, double beta) {
+  for (double x : {4096.0, 65536.0, 1048576.0})
+    for (int rep = 0; rep < 2; ++rep) c.points.push_back({op, x, alpha + beta * x});
+}
+
+Calibration synthetic(const std::string& model) {
+  Calibration c;
+  c.backend = "cuda";
+  c.device = "Test GPU";
+  c.model = model;
+  c.date = "2026-01-01T00:00:00Z";
+  add_line(c, "send", 5e-6, 1.0 / 200e9);
+  add_line(c, "reduce_fp32", 3e-6, 3.0 / 300e9);  // 300 GB/s of memory traffic
+  add_line(c, "d2h", 8e-6, 1.0 / 12e9);
+  add_line(c, "h2d", 9e-6, 1.0 / 13e9);
+  add_line(c, "host", 1e-6, 1.0 / 20e9);
+  fit_points(c);
+  return c;
+}
+
+topo::Topology small_box() {
+  // cpu0 - pcie - gpu0, gpu1; both GPUs are "T4".
+  topo::Topology t;
+  topo::Node cpu;
+  cpu.name = "cpu0";
+  cpu.kind = topo::NodeKind::cpu;
+  const auto c = t.add_node(cpu);
+  topo::Node gpu;
+  gpu.kind = topo::NodeKind::gpu;
+  gpu.model = "T4";
+  gpu.name = "gpu0";
+  const auto g0 = t.add_node(gpu);
+  gpu.name = "gpu1";
+  const auto g1 = t.add_node(gpu);
+  for (auto g : {g0, g1}) {
+    topo::Link l;
+    l.kind = topo::LinkKind::pcie;
+    l.bandwidth = 16e9;
+    l.from = g;
+    l.to = c;
+    t.add_link(l);
+    l.from = c;
+    l.to = g;
+    t.add_link(l);
+  }
+  topo::finalize(t);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("calibration: fits, JSON round trip and derived bandwidths", "[backend][calibration]") {
+  const auto c = synthetic("T4");
+  const OpFit* reduce = c.find("reduce_fp32");
+  REQUIRE(reduce);
+  CHECK(reduce->fit.alpha == Approx(3e-6));
+  // traffic bandwidth = 3 bytes per byte / beta = 300 GB/s; payload = 100 GB/s.
+  CHECK(reduce->traffic_bandwidth == Approx(300e9));
+  CHECK(reduce->payload_bandwidth == Approx(100e9));
+
+  const std::string text = to_json(c).dump();
+  const auto back = parse_calibration(text, "mem.json");
+  CHECK(back.model == "T4");
+  CHECK(back.points.size() == c.points.size());
+  REQUIRE(back.find("d2h"));
+  CHECK(back.find("d2h")->fit.beta == Approx(1.0 / 12e9));
+  CHECK(back.find("d2h")->payload_bandwidth == Approx(12e9));
+}
+
+TEST_CASE("calibration: apply overrides matching GPUs and their PCIe links",
+          "[backend][calibration]") {
+  auto t = small_box();
+  const auto report = apply_calibration(t, synthetic("T4"));
+  CHECK(report.gpus.size() == 2);
+  const auto& g0 = t.node(t.find("gpu0"));
+  CHECK(g0.alpha == Approx(5e-6));
+  CHECK(g0.launch_latency == Approx(3e-6));
+  CHECK(g0.memory_bandwidth == Approx(300e9));
+  for (const auto& link : t.links()) {
+    // gpu -> cpu is a device-to-host path (12 GB/s), cpu -> gpu host-to-device (13 GB/s).
+    if (t.node(link.from).kind == topo::NodeKind::gpu) CHECK(link.bandwidth == Approx(12e9));
+    if (t.node(link.to).kind == topo::NodeKind::gpu) CHECK(link.bandwidth == Approx(13e9));
+  }
+  CHECK(t.node(t.find("cpu0")).memcpy_bandwidth == Approx(20e9));
+
+  auto other = small_box();
+  CHECK_THROWS_WITH(apply_calibration(other, synthetic("H100")),
+                    Catch::Contains("\"H100\"") && Catch::Contains("T4"));
+  CHECK(apply_calibration(other, synthetic("*")).gpus.size() == 2);
+}
+
+TEST_CASE("calibration: the loader reports every problem with its JSON path",
+          "[backend][calibration]") {
+  auto j = to_json(synthetic("T4"));
+  j["colour"] = "blue";
+  j["fits"]["warp"] = nlohmann::json::object();
+  j["points"][0]["seconds"] = -1;
+  j["fits"]["d2h"]["alpha_s"] = "fast";
+  try {
+    parse_calibration(j.dump(), "bad.json");
+    FAIL("expected an InputError");
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    CHECK_THAT(what, Catch::Contains("bad.json"));
+    CHECK_THAT(what, Catch::Contains("/colour"));
+    CHECK_THAT(what, Catch::Contains("/fits/warp"));
+    CHECK_THAT(what, Catch::Contains("/points/0/seconds"));
+    CHECK_THAT(what, Catch::Contains("/fits/d2h/alpha_s"));
+  }
+  CHECK_THROWS_AS(parse_calibration("{", "broken.json"), InputError);
+  CHECK_THROWS_AS(parse_calibration("[]", "array.json"), InputError);
+}
+
+TEST_CASE("calibration: the host backend runs every micro-plan", "[backend][calibration]") {
+  HostExecutor executor;
+  CalibrationOptions o;
+  o.sizes = {4096, 65536};
+  o.delays = {1e-6, 2e-6};
+  o.repetitions = 2;
+  o.warmup = 0;
+  const auto c = run_calibration(executor, o);
+  // Points: empty 2 + event 2 + delay 2 x 2 + per size 8 kinds x 2 reps x 2 sizes = 40.
+  CHECK(c.points.size() == 40);
+  CHECK(c.fits.size() == 11);
+  CHECK(c.backend == "host");
+  CHECK(c.model == "*");
+  for (const auto& p : c.points) CHECK(p.seconds >= 0);
+  // What calibrate writes, the loader accepts.
+  const auto back = parse_calibration(to_json(c).dump(), "host.json");
+  CHECK(back.fits.size() == 11);
+}
