@@ -114,6 +114,11 @@ std::string read_text_file(const std::string& path) {
 }
 
 namespace {
+// Real inputs nest a few levels; each open level keeps its JSON pointer, so a hostile file of
+// 100000 brackets would cost memory quadratic in its depth.
+constexpr std::size_t kMaxDepth = 256;
+struct TooDeep {};
+
 struct Frame {
   bool is_array = false;
   std::size_t index = 0;
@@ -162,6 +167,7 @@ std::optional<json> parse_document(std::string_view text, DiagnosticSink& sink) 
     switch (event) {
       case json::parse_event_t::object_start:
       case json::parse_event_t::array_start: {
+        if (stack.size() >= kMaxDepth) throw TooDeep{};
         Frame f;
         f.is_array = event == json::parse_event_t::array_start;
         f.ptr = child_ptr();
@@ -203,6 +209,11 @@ std::optional<json> parse_document(std::string_view text, DiagnosticSink& sink) 
                "invalid JSON: " + message +
                    "; expected a JSON object (check commas, quotes and "
                    "brackets near this position)");
+    return std::nullopt;
+  } catch (const TooDeep&) {
+    sink.error("", fmt::format("arrays and objects are nested more than {} levels deep; expected "
+                               "a few levels (check for unbalanced brackets)",
+                               kMaxDepth));
     return std::nullopt;
   }
 }
