@@ -69,6 +69,13 @@ struct Candidate {
   }
 };
 
+// A destination's complete distance labels, and for each node the link the deterministic
+// (non-ECMP) route takes next, so that walks towards a popular destination cost one step per hop.
+struct Table {
+  std::vector<Label> label;
+  std::vector<LinkId> next;
+};
+
 std::uint64_t pair_key(NodeId from, NodeId to) {
   return (std::uint64_t{from} << 32) | to;
 }
@@ -127,12 +134,12 @@ struct Router::Cache {
   std::unique_ptr<FlowShard[]> flows{new FlowShard[kShards]};
 
   // Complete distance tables per destination, published once and never changed afterwards.
-  std::unique_ptr<std::atomic<const std::vector<Label>*>[]> tables;
+  std::unique_ptr<std::atomic<const Table*>[]> tables;
   std::unique_ptr<std::atomic<std::uint64_t>[]> search_work;  // nodes settled per destination
   std::atomic<std::size_t> table_bytes{0};
   std::size_t table_limit;
   std::mutex table_owner_mutex;
-  std::vector<std::unique_ptr<const std::vector<Label>>> table_owner;
+  std::vector<std::unique_ptr<Table>> table_owner;
 
   std::mutex scratch_mutex;
   std::vector<std::unique_ptr<Scratch>> scratch_pool;
@@ -143,7 +150,7 @@ struct Router::Cache {
         in(t, Adjacency::Direction::in),
         link_ps(t.num_links()),
         name_rank(t.num_nodes()),
-        tables(new std::atomic<const std::vector<Label>*>[t.num_nodes()]),
+        tables(new std::atomic<const Table*>[t.num_nodes()]),
         search_work(new std::atomic<std::uint64_t>[t.num_nodes()]),
         table_limit(limit) {
     for (LinkId id = 0; id < t.num_links(); ++id)
@@ -207,35 +214,52 @@ struct Router::Cache {
 
   // Follows equal-cost links from `from` down the distance labels to `to`. Sets `chose` when
   // some hop had more than one equal-cost link (ECMP had a choice to make).
-  Route walk(const Label* label, NodeId from, NodeId to, bool ecmp, std::uint64_t flow_key,
-             bool& chose) const {
+  // The next link from `u` towards the destination whose labels are `label`; with ECMP, picked
+  // by hash among the equal-cost ones, else the first by (next node name, link id).
+  LinkId next_link(const Label* label, NodeId u, bool ecmp, std::uint64_t hash,
+                   std::vector<Candidate>& candidates, bool& chose) const {
+    candidates.clear();
+    Candidate best{std::numeric_limits<std::uint32_t>::max(), 0, kNoNode};
+    std::size_t count = 0;
+    const Label want = label[u];
+    for (LinkId id : out.of(u)) {
+      const NodeId v = topology.link(id).to;
+      if (!label[v].finite() || extend(label[v], link_ps[id]) != want) continue;
+      const Candidate c{name_rank[v], id, v};
+      ++count;
+      if (c < best) best = c;
+      if (ecmp) candidates.push_back(c);
+    }
+    if (count == 0)
+      throw InternalError("Router: no next hop on a shortest path from '" + topology.node(u).name +
+                          "'");
+    if (count > 1 && ecmp) {
+      std::sort(candidates.begin(), candidates.end());
+      chose = true;
+      best = candidates[hash % count];
+    }
+    return best.link;
+  }
+
+  // Follows equal-cost links from `from` down the distance labels to `to`. Sets `chose` when
+  // some hop had more than one equal-cost link (ECMP had a choice to make).
+  Route walk(const Label* label, const LinkId* next, NodeId from, NodeId to, bool ecmp,
+             std::uint64_t flow_key, bool& chose) const {
     Route r;
     chose = false;
     std::vector<Candidate> candidates;
     NodeId u = from;
     for (std::uint32_t hop = 0; u != to; ++hop) {
-      candidates.clear();
-      for (LinkId id : out.of(u)) {
-        const NodeId v = topology.link(id).to;
-        if (label[v].finite() && extend(label[v], link_ps[id]) == label[u])
-          candidates.push_back({name_rank[v], id, v});
-      }
-      if (candidates.empty())
-        throw InternalError("Router: no next hop on a shortest path from '" +
-                            topology.node(u).name + "'");
-      std::size_t pick = 0;
-      if (candidates.size() > 1) {
-        std::sort(candidates.begin(), candidates.end());
-        if (ecmp) {
-          chose = true;
-          pick = mix(flow_key ^ mix(pair_key(from, to) ^ mix(hop))) % candidates.size();
-        }
-      }
-      const Link& l = topology.link(candidates[pick].link);
-      r.links.push_back(candidates[pick].link);
+      const LinkId id =
+          next != nullptr && !ecmp
+              ? next[u]
+              : next_link(label, u, ecmp, mix(flow_key ^ mix(pair_key(from, to) ^ mix(hop))),
+                          candidates, chose);
+      const Link& l = topology.link(id);
+      r.links.push_back(id);
       r.latency += l.latency;
       r.bandwidth = std::min(r.bandwidth, l.bandwidth);
-      u = candidates[pick].next;
+      u = l.to;
     }
     r.path_class = classify(topology, r.links);
     return r;
@@ -252,9 +276,9 @@ struct Router::Cache {
   Route compute(NodeId from, NodeId to, bool ecmp, std::uint64_t flow_key, bool& chose) {
     if (from >= topology.num_nodes() || to >= topology.num_nodes())
       throw InternalError("Router: node id out of range");
-    if (const auto* table = tables[to].load(std::memory_order_acquire)) {
-      if (!(*table)[from].finite()) unreachable(from, to);
-      return walk(table->data(), from, to, ecmp, flow_key, chose);
+    if (const Table* table = tables[to].load(std::memory_order_acquire)) {
+      if (!table->label[from].finite()) unreachable(from, to);
+      return walk(table->label.data(), table->next.data(), from, to, ecmp, flow_key, chose);
     }
     auto scratch = acquire();
     const std::uint64_t work = search(*scratch, to, from);
@@ -262,7 +286,7 @@ struct Router::Cache {
       release(std::move(scratch));
       unreachable(from, to);
     }
-    Route r = walk(scratch->label.data(), from, to, ecmp, flow_key, chose);
+    Route r = walk(scratch->label.data(), nullptr, from, to, ecmp, flow_key, chose);
     release(std::move(scratch));
     // Once the early-stopping searches towards `to` have cost as much as a complete one, a
     // complete table pays for itself; this keeps any query pattern within twice the best.
@@ -272,16 +296,23 @@ struct Router::Cache {
   }
 
   void build_table(NodeId to) {
-    const std::size_t bytes = topology.num_nodes() * sizeof(Label);
+    const std::size_t bytes = topology.num_nodes() * (sizeof(Label) + sizeof(LinkId));
     if (table_bytes.fetch_add(bytes) + bytes > table_limit) {
       table_bytes.fetch_sub(bytes);
       return;
     }
     auto scratch = acquire();
     search(*scratch, to, kNoNode);
-    auto table = std::make_unique<const std::vector<Label>>(scratch->label);
+    auto table = std::make_unique<Table>();
+    table->label = scratch->label;
     release(std::move(scratch));
-    const std::vector<Label>* expected = nullptr;
+    table->next.assign(topology.num_nodes(), 0);
+    std::vector<Candidate> candidates;
+    bool chose = false;
+    for (NodeId u = 0; u < topology.num_nodes(); ++u)
+      if (u != to && table->label[u].finite())
+        table->next[u] = next_link(table->label.data(), u, false, 0, candidates, chose);
+    const Table* expected = nullptr;
     if (tables[to].compare_exchange_strong(expected, table.get(), std::memory_order_acq_rel)) {
       std::lock_guard lock(table_owner_mutex);
       table_owner.push_back(std::move(table));
