@@ -146,9 +146,9 @@ static void doubling_allreduce(Builder& b, const Job& job, bool halving) {
           const RankId partner = j ^ bit;
           const Piece mine = range[j][c];
           if (mine.bytes == 0) continue;
-          got[partner] = b.move(core.ranks[j], {BufferId::output, mine.offset},
-                                core.ranks[partner], {BufferId::output, mine.offset}, mine.bytes,
-                                state[j][c].ready, {}, main, main);
+          got[partner] = b.move(core.ranks[j], {BufferId::output, mine.offset}, core.ranks[partner],
+                                {BufferId::output, mine.offset}, mine.bytes, state[j][c].ready, {},
+                                main, main);
         }
         std::vector<std::vector<Piece>> grown = range;
         for (RankId j = 0; j < q; ++j) {
@@ -178,8 +178,7 @@ void halving_doubling(Builder& b, const Job& job) {
 }
 
 void recursive_doubling(Builder& b, const Job& job) {
-  if (job.collective != Collective::allreduce)
-    throw InternalError("rd: collective not dispatched");
+  if (job.collective != Collective::allreduce) throw InternalError("rd: collective not dispatched");
   doubling_allreduce(b, job, false);
 }
 

@@ -28,7 +28,8 @@ bool supports(Algorithm a, Collective c) {
     case Collective::allreduce:
       return true;
     case Collective::reduce_scatter:
-    case Collective::allgather: return a == Algorithm::ring || a == Algorithm::direct;
+    case Collective::allgather:
+      return a == Algorithm::ring || a == Algorithm::direct;
     case Collective::broadcast:
     case Collective::reduce:
       return a == Algorithm::ring || a == Algorithm::tree || a == Algorithm::direct ||
