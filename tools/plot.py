@@ -76,7 +76,7 @@ def copy_dominated(terms, row):
 def panels(n):
     cols = min(n, 3)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.0 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(6.2 * cols, 4.0 * rows), squeeze=False)
     flat = [a for line in axes for a in line]
     for a in flat[n:]:
         a.set_visible(False)
@@ -114,15 +114,20 @@ def plot_group(name, points, terms, out_dir, prefix, written):
                 level = [float(p["time_us"]) for p in points
                          if p["algo"] == b and int(p["size_bytes"]) == s]
                 if level:
-                    ax.axhline(level[0], color=color, linestyle=style, linewidth=1,
-                               label=f"{b}, {size_label(s)}")
+                    ax.axhline(level[0], color=color, linestyle=style, linewidth=1)
+        for b, style in zip(baselines, ("--", ":", "-.")):
+            ax.plot([], [], color="grey", linestyle=style, label=f"{b} (k=1)")
         ax.set_xscale("log", base=2)
+        all_ks = sorted({int(p["chunks"]) for p in mine})
+        ax.set_xticks(all_ks)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_yscale("log")
         ax.set_xlabel("chunks k")
         ax.set_ylabel("simulated time (µs)")
         ax.set_title(algo)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, title="size", title_fontsize=7)
+        ax.legend(fontsize=7, title="size", title_fontsize=7, loc="upper left",
+                  bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(f"latency against k — {title} (★ best k per size, ○ memory-copy dominated"
                  + (f", dashed: {', '.join(baselines)} at k=1)" if baselines else ")"),
                  fontsize=10)
