@@ -1,7 +1,184 @@
+// collsim calibrate: time micro-plans on a device and fit alpha and beta per op kind.
+// collsim validate: run ring allreduce plans on a device and compare with the simulator.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+#include "cuda_backend/calibration.hpp"
+#include "cuda_backend/executor.hpp"
+#include "cuda_backend/validation.hpp"
 #include "tools/commands.hpp"
+#include "tools/exit_codes.hpp"
+#include "tools/value_lists.hpp"
+#include "topology/error.hpp"
+#include "topology/loader.hpp"
 
 namespace collsim::cli {
+namespace {
 
-void add_backend_commands(CLI::App& /*app*/) {}
+struct CalibrateOptions {
+  std::string backend = "cuda";
+  std::string sizes = "4KiB:64MiB:x4";
+  std::uint32_t reps = 5;
+  std::uint32_t warmup = 2;
+  std::string out;
+};
+
+struct ValidateOptions {
+  std::string backend = "cuda";
+  std::string topology = "configs/one-gpu-4ranks.json";
+  std::string calibration;
+  std::string out;
+  std::string sizes = "1MiB,4MiB,16MiB,114356512";
+  std::string chunks = "1,2,4,8,16";
+  std::uint32_t ranks = 4;
+  std::uint32_t reps = 3;
+  std::uint32_t warmup = 1;
+  bool no_links = false;
+};
+
+std::string fit_line_text(const backend::OpFit& f) {
+  const auto* kind = backend::find_op_kind(f.op);
+  const std::string alpha_ci = f.fit.alpha_ci95 ? format_duration(*f.fit.alpha_ci95) : "n/a";
+  std::string slope;
+  if (kind && kind->x_unit == "bytes" && f.payload_bandwidth > 0)
+    slope = fmt::format("{:>12} payload, {:>12} traffic", format_bandwidth(f.payload_bandwidth),
+                        format_bandwidth(f.traffic_bandwidth));
+  else if (kind && kind->x_unit == "seconds")
+    slope = fmt::format("slope {:.4f} s/s", f.fit.beta);
+  else
+    slope = "-";
+  return fmt::format("{:<12} {:>10} +- {:<10} {}  (max residual {:.1f}%)", f.op,
+                     format_duration(f.fit.alpha), alpha_ci, slope,
+                     100.0 * f.fit.max_relative_residual);
+}
+
+void calibrate(const CalibrateOptions& o) {
+  backend::CalibrationOptions co;
+  co.sizes = parse_size_list(o.sizes, "--sizes");
+  co.repetitions = o.reps;
+  co.warmup = o.warmup;
+  auto executor = backend::make_executor(o.backend);
+  if (o.backend == "host")
+    std::printf(
+        "note: the host backend times threads and memcpy on this CPU; its figures "
+        "describe this machine, not a GPU\n");
+  std::printf("calibrating %s (%s), %zu sizes, %u repetitions after %u warm-up runs\n",
+              executor->device().name.c_str(), executor->device().backend.c_str(), co.sizes.size(),
+              co.repetitions, co.warmup);
+  const auto c = backend::run_calibration(*executor, co);
+  std::printf("%-12s %10s    %-10s %s\n", "op", "alpha", "95% CI", "bandwidth (1/beta)");
+  for (const auto& f : c.fits) std::printf("%s\n", fit_line_text(f).c_str());
+  if (const auto* d2d = c.find("d2d");
+      d2d && c.device_memory_bandwidth > 0 && d2d->traffic_bandwidth > 0)
+    std::printf("d2d copy: %s of memory traffic = %.1f%% of the device's %s\n",
+                format_bandwidth(d2d->traffic_bandwidth).c_str(),
+                100.0 * d2d->traffic_bandwidth / c.device_memory_bandwidth,
+                format_bandwidth(c.device_memory_bandwidth).c_str());
+  backend::save_calibration(c, o.out);
+  std::printf("wrote %s (%zu points)\n", o.out.c_str(), c.points.size());
+}
+
+void validate(const ValidateOptions& o) {
+  backend::ValidationOptions vo;
+  vo.sizes = parse_size_list(o.sizes, "--sizes");
+  vo.chunks = parse_count_list(o.chunks, "--chunks");
+  vo.ranks = o.ranks;
+  vo.repetitions = o.reps;
+  vo.warmup = o.warmup;
+  vo.inject_links = !o.no_links;
+  if (vo.repetitions == 0) throw InputError("", "--reps", "0 repetitions; give at least 1");
+  topo::Topology topology = topo::load_topology(o.topology);
+  auto executor = backend::make_executor(o.backend);
+  std::string calibration_note = "none (topology parameters as written)";
+  if (!o.calibration.empty()) {
+    const auto c = backend::load_calibration(o.calibration);
+    const auto applied = backend::apply_calibration(topology, c, o.calibration);
+    calibration_note =
+        fmt::format("{} ({}, {} GPUs matched)", o.calibration, c.device, applied.gpus.size());
+    // Injected link time is a delay kernel (or a timed wait) per transfer: its own start-up,
+    // calibrated as the intercept of "delay", belongs to every transfer's alpha.
+    const auto* delay = c.find("delay");
+    if (vo.inject_links && delay && delay->fit.alpha > 0)
+      for (auto gpu : applied.gpus) topology.node(gpu).alpha += delay->fit.alpha;
+  }
+  if (o.backend == "host")
+    std::printf(
+        "note: the host backend runs on this CPU with threads and memcpy; its timings "
+        "are what this machine gives and say little about a GPU\n");
+  std::printf("validating on %s: %u virtual ranks of %s, calibration %s, synthetic links %s\n",
+              executor->device().name.c_str(), vo.ranks, o.topology.c_str(),
+              calibration_note.c_str(), vo.inject_links ? "on" : "off");
+  const auto report = backend::run_validation(*executor, topology, vo, o.topology);
+  std::printf("%-6s %3s %14s %12s %12s %9s %7s\n", "algo", "k", "size", "measured", "predicted",
+              "error", "#wrong");
+  for (const auto& r : report.rows)
+    std::printf("%-6s %3u %14s %12s %12s %+8.1f%% %7llu\n", r.algorithm.c_str(), r.chunks,
+                format_size(r.size).c_str(), format_duration(r.measured).c_str(),
+                format_duration(r.predicted).c_str(), 100.0 * r.error,
+                static_cast<unsigned long long>(r.wrong_elements));
+  if (!report.rows.empty()) {
+    const auto& w = report.rows[report.worst];
+    std::printf("median |error| %.1f%%; worst %+.1f%% (%s k=%u, %s)\n",
+                100.0 * report.median_abs_error, 100.0 * w.error, w.algorithm.c_str(), w.chunks,
+                format_size(w.size).c_str());
+  }
+  if (!o.out.empty()) {
+    std::ofstream out(o.out);
+    if (!out) throw InputError(o.out, "--out", "cannot open the file for writing");
+    backend::write_validation_csv(report, out);
+    std::printf("wrote %s\n", o.out.c_str());
+  }
+  if (report.wrong_elements > 0)
+    throw CheckFailed(
+        fmt::format("{} wrong output elements: the executed plans did not compute "
+                    "the allreduce",
+                    report.wrong_elements));
+}
+
+}  // namespace
+
+void add_backend_commands(CLI::App& app) {
+  auto co = std::make_shared<CalibrateOptions>();
+  auto* cal = app.add_subcommand(
+      "calibrate", "Time micro-plans on the local device and fit alpha and beta per op kind");
+  cal->add_option("--backend", co->backend, "cuda (the local GPUs) or host (threads + memcpy)")
+      ->capture_default_str();
+  cal->add_option("--sizes", co->sizes, "Payload sizes: a list 4KiB,1MiB or a range 4KiB:1GiB:x4")
+      ->capture_default_str();
+  cal->add_option("--reps", co->reps, "Timed repetitions per point (at least 2)")
+      ->capture_default_str();
+  cal->add_option("--warmup", co->warmup, "Untimed runs before each point")->capture_default_str();
+  cal->add_option("--out", co->out, "Where to write calibration.json")->required();
+  cal->callback([co] { calibrate(*co); });
+
+  auto vo = std::make_shared<ValidateOptions>();
+  auto* val = app.add_subcommand(
+      "validate",
+      "Run naive and pipelined ring allreduce on the device and compare with the simulator");
+  val->add_option("--backend", vo->backend, "cuda (the local GPUs) or host (threads + memcpy)")
+      ->capture_default_str();
+  val->add_option("--topology", vo->topology,
+                  "Topology whose first --ranks GPUs are the virtual ranks; its links are "
+                  "injected as synthetic latency and bandwidth")
+      ->capture_default_str();
+  val->add_option("--calibration", vo->calibration,
+                  "calibration.json from collsim calibrate, applied before simulating");
+  val->add_option("--out", vo->out, "Write the rows as CSV to this file");
+  val->add_option("--sizes", vo->sizes,
+                  "Allreduce sizes (default 1 MiB .. ConvNeXt-Tiny gradients, 114,356,512 bytes)")
+      ->capture_default_str();
+  val->add_option("--chunks", vo->chunks, "Chunk counts k of the pipelined ring")
+      ->capture_default_str();
+  val->add_option("--ranks", vo->ranks, "Virtual ranks")->capture_default_str();
+  val->add_option("--reps", vo->reps, "Timed repetitions per row (the median is reported)")
+      ->capture_default_str();
+  val->add_option("--warmup", vo->warmup, "Untimed runs per row")->capture_default_str();
+  val->add_flag("--no-links", vo->no_links,
+                "Do not inject the topology's link latency and bandwidth");
+  val->callback([vo] { validate(*vo); });
+}
 
 }  // namespace collsim::cli

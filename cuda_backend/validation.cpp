@@ -1,0 +1,91 @@
+#include "cuda_backend/validation.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <ostream>
+
+#include "schedules/generate.hpp"
+#include "sim/engine.hpp"
+#include "topology/error.hpp"
+#include "topology/routing.hpp"
+
+namespace collsim::backend {
+
+ValidationReport run_validation(Executor& executor, const topo::Topology& topology,
+                                const ValidationOptions& options,
+                                const std::string& topology_file) {
+  if (topology.gpus().size() < options.ranks)
+    throw InputError(topology_file, "/gpus",
+                     fmt::format("the topology has {} GPUs; validation needs {} (one per virtual "
+                                 "rank); use a topology such as configs/one-gpu-4ranks.json",
+                                 topology.gpus().size(), options.ranks));
+  if (options.ranks < 2) throw InputError("", "--ranks", "validation needs at least 2 ranks");
+  const topo::Router router(topology);
+  std::vector<topo::NodeId> ranks(topology.gpus().begin(), topology.gpus().begin() + options.ranks);
+
+  RunOptions run;
+  run.warmup = options.warmup;
+  run.repetitions = options.repetitions;
+  if (options.inject_links) {
+    run.links.resize(std::size_t{options.ranks} * options.ranks);
+    for (std::uint32_t a = 0; a < options.ranks; ++a)
+      for (std::uint32_t b = 0; b < options.ranks; ++b) {
+        if (a == b || ranks[a] == ranks[b]) continue;
+        const topo::Route& route = router.route(ranks[a], ranks[b]);
+        run.links[std::size_t{a} * options.ranks + b] =
+            SyntheticLink{route.latency, route.bandwidth};
+      }
+  }
+
+  ValidationReport report;
+  for (Bytes size : options.sizes) {
+    std::vector<std::pair<sched::Algorithm, std::uint32_t>> variants = {
+        {sched::Algorithm::naive, 1}};
+    for (std::uint32_t k : options.chunks) variants.emplace_back(sched::Algorithm::ring, k);
+    for (const auto& [algorithm, k] : variants) {
+      sched::PlanRequest req;
+      req.collective = sched::Collective::allreduce;
+      req.algorithm = algorithm;
+      req.size = size;
+      req.chunks = k;
+      req.ranks = ranks;
+      const sched::Plan plan = sched::generate(router, req);
+      ValidationRow row;
+      row.algorithm = std::string(sched::to_string(algorithm));
+      row.chunks = k;
+      row.size = size;
+      run.label = fmt::format("{} allreduce k={} size={}", row.algorithm, k, size);
+      const RunResult measured = executor.run(plan, run);
+      row.measured = measured.median();
+      row.wrong_elements = measured.wrong_elements;
+      row.checked_elements = measured.checked_elements;
+      row.predicted = sim::simulate(router, plan).time;
+      row.error = row.measured > 0 ? (row.predicted - row.measured) / row.measured : 0;
+      report.wrong_elements += row.wrong_elements;
+      report.rows.push_back(row);
+    }
+  }
+  std::vector<double> errors;
+  for (std::size_t i = 0; i < report.rows.size(); ++i) {
+    errors.push_back(std::abs(report.rows[i].error));
+    if (errors.back() > std::abs(report.rows[report.worst].error)) report.worst = i;
+  }
+  if (!errors.empty()) {
+    std::sort(errors.begin(), errors.end());
+    const std::size_t m = errors.size() / 2;
+    report.median_abs_error = errors.size() % 2 ? errors[m] : 0.5 * (errors[m - 1] + errors[m]);
+  }
+  return report;
+}
+
+void write_validation_csv(const ValidationReport& report, std::ostream& out) {
+  out << "algorithm,chunks,size_bytes,measured_s,predicted_s,error,wrong_elements,"
+         "checked_elements\n";
+  for (const auto& r : report.rows)
+    out << fmt::format("{},{},{},{:.9g},{:.9g},{:.6f},{},{}\n", r.algorithm, r.chunks, r.size,
+                       r.measured, r.predicted, r.error, r.wrong_elements, r.checked_elements);
+}
+
+}  // namespace collsim::backend

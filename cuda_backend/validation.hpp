@@ -1,0 +1,55 @@
+#pragma once
+// `collsim validate`: run naive and pipelined ring allreduce plans on a device, simulate the same
+// plans on the (calibrated) topology, and compare end-to-end times row by row.
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "cuda_backend/executor.hpp"
+#include "topology/topology.hpp"
+
+namespace collsim::backend {
+
+// ConvNeXt-Tiny has 28,589,128 parameters; its fp32 gradients are 114,356,512 bytes.
+inline constexpr Bytes kConvNextTinyGradientBytes = Bytes{28'589'128} * 4;
+
+struct ValidationOptions {
+  std::uint32_t ranks = 4;  // the first `ranks` GPUs of the topology
+  std::vector<Bytes> sizes = {Bytes{1} << 20, Bytes{4} << 20, Bytes{16} << 20,
+                              kConvNextTinyGradientBytes};
+  std::vector<std::uint32_t> chunks = {1, 2, 4, 8, 16};
+  std::uint32_t warmup = 1;
+  std::uint32_t repetitions = 3;
+  // Make every transfer wait its route's latency + bytes / bottleneck bandwidth, so that the
+  // measured run crosses the topology's links as the simulator assumes.
+  bool inject_links = true;
+};
+
+struct ValidationRow {
+  std::string algorithm;  // "naive" or "ring"
+  std::uint32_t chunks = 1;
+  Bytes size = 0;
+  double measured = 0;   // median over repetitions, seconds
+  double predicted = 0;  // simulated, seconds
+  double error = 0;      // (predicted - measured) / measured
+  std::uint64_t wrong_elements = 0;
+  std::uint64_t checked_elements = 0;
+};
+
+struct ValidationReport {
+  std::vector<ValidationRow> rows;
+  double median_abs_error = 0;
+  std::size_t worst = 0;  // index of the row with the largest |error|
+  std::uint64_t wrong_elements = 0;
+};
+
+// Runs the experiment. `topology` is used as given (apply a calibration first); it must hold at
+// least `ranks` GPUs. Throws InputError otherwise.
+ValidationReport run_validation(Executor& executor, const topo::Topology& topology,
+                                const ValidationOptions& options,
+                                const std::string& topology_file = "topology");
+
+void write_validation_csv(const ValidationReport& report, std::ostream& out);
+
+}  // namespace collsim::backend
