@@ -191,7 +191,7 @@ bool read_links(const json& entry, const std::string& ptr, DiagnosticSink& sink,
   const auto to = read_pattern(r, "to", rep.value_or(Repeat{}), true);
   const auto kind = read_kind(r, kLinkKindNames, kLinkKinds, "link");
   LinkSpec proto;
-  bool ok = rep && from && to && kind;
+  bool ok = kind.has_value();
   if (kind) proto.kind = *kind;
   if (r.has("bandwidth")) {
     if (auto v = r.bandwidth("bandwidth"))
@@ -211,7 +211,8 @@ bool read_links(const json& entry, const std::string& ptr, DiagnosticSink& sink,
     else
       ok = false;
   }
-  if (!ok) return false;
+  if (!rep || !from || !to) return false;
+  // Endpoints are still returned after a bad value, so that their own errors show in this run.
   for (std::int64_t i = 0; i < rep->count; ++i) {
     LinkSpec s = proto;
     s.from = from->expand(i);
@@ -294,10 +295,8 @@ Template read_template(const std::string& name, const json& value, const std::st
       for (std::size_t i = 0; i < links->size(); ++i) {
         std::vector<LinkSpec> specs;
         const std::string p = json_io::pointer(r.ptr("links"), i);
-        if (!read_links((*links)[i], p, sink, specs)) {
-          t.ok = false;
-          continue;
-        }
+        const bool good = read_links((*links)[i], p, sink, specs);
+        t.ok = t.ok && good;
         for (const LinkSpec& s : specs) {
           const auto a = local.find(s.from), b = local.find(s.to);
           for (const auto& [key, it, text] :
@@ -310,7 +309,7 @@ Template read_template(const std::string& name, const json& value, const std::st
               t.ok = false;
             }
           }
-          if (a != local.end() && b != local.end())
+          if (good && a != local.end() && b != local.end())
             t.links.push_back({a->second, b->second, s.kind, s.bandwidth, s.latency, s.duplex});
         }
       }
@@ -561,7 +560,7 @@ class Loader {
     for (std::size_t i = 0; i < links->size(); ++i) {
       const std::string p = json_io::pointer("/links", i);
       specs.clear();
-      if (!read_links((*links)[i], p, sink_, specs)) continue;
+      const bool good = read_links((*links)[i], p, sink_, specs);
       for (const LinkSpec& s : specs) {
         const NodeId a = state_.topology.find(s.from), b = state_.topology.find(s.to);
         for (const auto& [key, id, text] :
@@ -574,7 +573,7 @@ class Loader {
                                   "\"nodes\" or fix the name",
                                   text, hint));
         }
-        if (a != kNoNode && b != kNoNode)
+        if (good && a != kNoNode && b != kNoNode)
           state_.add_link(a, b, s.kind, s.bandwidth, s.latency, s.duplex);
       }
     }
@@ -631,8 +630,21 @@ Topology build_topology(const nlohmann::json& document, const std::string& file)
 Topology parse_topology(std::string_view text, const std::string& file) {
   DiagnosticSink sink(file);
   auto doc = json_io::parse_document(text, sink);
-  sink.throw_if_any();
-  return build_topology(*doc, file);
+  if (!doc) sink.throw_if_any();
+  // Duplicate keys leave a usable document: report them together with what the build finds.
+  std::vector<Diagnostic> all;
+  try {
+    sink.throw_if_any();
+  } catch (const InputError& e) {
+    all = e.diagnostics();
+  }
+  try {
+    Topology t = build_topology(*doc, file);
+    if (all.empty()) return t;
+  } catch (const InputError& e) {
+    all.insert(all.end(), e.diagnostics().begin(), e.diagnostics().end());
+  }
+  throw InputError(std::move(all));
 }
 
 Topology load_topology(const std::string& path) {

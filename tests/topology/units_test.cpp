@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "topology/units.hpp"
+
+#include <catch2/catch.hpp>
 
 using namespace collsim;
 
@@ -28,7 +28,8 @@ TEST_CASE("sizes: bare integers are bytes, decimal and binary prefixes") {
 }
 
 TEST_CASE("bad quantities are refused with a message that suggests the fix") {
-  CHECK_THROWS_WITH(parse_bandwidth("25"), Catch::Contains("has no unit") && Catch::Contains("25GB/s"));
+  CHECK_THROWS_WITH(parse_bandwidth("25"),
+                    Catch::Contains("has no unit") && Catch::Contains("25GB/s"));
   CHECK_THROWS_WITH(parse_duration("1"), Catch::Contains("1us"));
   CHECK_THROWS_WITH(parse_bandwidth("25 furlongs"), Catch::Contains("unknown bandwidth unit"));
   CHECK_THROWS_WITH(parse_bandwidth("0GB/s"), Catch::Contains("positive"));

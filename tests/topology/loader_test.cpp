@@ -1,0 +1,249 @@
+#include "topology/loader.hpp"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "topology/name_pattern.hpp"
+#include "topology_test_util.hpp"
+
+using namespace collsim;
+using namespace collsim::topo;
+using test::dump;
+using test::errors_of;
+using test::has_error;
+
+namespace {
+// Two GPUs and one link; tests splice a fault into it.
+std::string two_gpus(std::string_view node_extra = "", std::string_view link_extra = "") {
+  return std::string(R"({"name": "t", "nodes": [{"name": "g0", "kind": "gpu")") +
+         std::string(node_extra) + R"(}, {"name": "g1", "kind": "gpu"}],
+  "links": [{"from": "g0", "to": "g1", "kind": "nvlink")" +
+         std::string(link_extra) + "}]}";
+}
+}  // namespace
+
+TEST_CASE("the example of the issue loads with the quantities it states") {
+  const Topology t = parse_topology(R"({"name": "ring-4",
+   "nodes": [{"name": "g0", "kind": "gpu"}, {"name": "g1", "kind": "gpu"}],
+   "links": [{"from": "g0", "to": "g1", "kind": "nvlink", "bandwidth": "25GB/s", "latency": "1us"}]})",
+                                    "t.json");
+  CHECK(t.name() == "ring-4");
+  REQUIRE(t.num_nodes() == 2);
+  REQUIRE(t.num_links() == 2);  // duplex by default: one Link per direction
+  CHECK(t.link(0).from == 0);
+  CHECK(t.link(0).to == 1);
+  CHECK(t.link(1).from == 1);
+  CHECK(t.link(1).to == 0);
+  CHECK(t.link(0).bandwidth == 25e9);
+  CHECK(t.link(1).latency == 1e-6);
+  CHECK(t.link(0).source_index == t.link(1).source_index);
+  // Absent parameters cost nothing.
+  CHECK(t.node(0).memory_bandwidth == kUnlimited);
+  CHECK(t.node(0).copy_engines == 0);
+  CHECK(t.node(0).alpha == 0);
+  CHECK(t.gpus() == std::vector<NodeId>{0, 1});
+}
+
+TEST_CASE("simplex links, parameters and names with count") {
+  const Topology t = parse_topology(R"({"nodes": [
+      {"name": "g{i}", "count": 3, "kind": "gpu", "memory_bandwidth": "1TB/s", "copy_engines": 2,
+       "alpha": "2us", "launch_latency": "3us", "model": "X"},
+      {"name": "c", "kind": "cpu", "memcpy_bandwidth": "10GB/s"}],
+    "links": [{"from": "g{i}", "to": "g{i+1}", "count": 2, "kind": "nvlink", "duplex": false},
+              {"from": "g2", "to": "g0", "kind": "nvlink", "duplex": false},
+              {"from": "c", "to": "g0", "kind": "pcie", "comment": "citations are allowed anywhere"}]})",
+                                    "ring.json");
+  CHECK(t.name() == "ring");  // defaults to the file's stem
+  CHECK(t.num_links() == 5);  // three simplex links and one duplex link
+  CHECK(t.node(t.find("g1")).memory_bandwidth == 1e12);
+  CHECK(t.node(t.find("g2")).copy_engines == 2);
+  CHECK(t.node(t.find("g2")).alpha == 2e-6);
+  CHECK(t.node(t.find("g2")).launch_latency == 3e-6);
+  CHECK(t.node(t.find("g2")).model == "X");
+  CHECK(t.node(t.find("c")).memcpy_bandwidth == 10e9);
+  CHECK(t.link(1).from == t.find("g1"));
+  CHECK(t.link(1).to == t.find("g2"));
+  // The only CPU is the host of every GPU that reaches it.
+  CHECK(t.host_cpu(t.find("g0")) == t.find("c"));
+}
+
+TEST_CASE("JSON syntax errors give line and column") {
+  const auto ds = errors_of("{\"name\": \"x\",\n  \"nodes\": [}\n");
+  REQUIRE(ds.size() == 1);
+  CHECK(ds[0].where.rfind("line 2, column ", 0) == 0);
+  CHECK(ds[0].message.find("invalid JSON") != std::string::npos);
+}
+
+TEST_CASE("empty, blank and binary documents") {
+  CHECK(has_error(errors_of(""), "", {"is empty"}));
+  CHECK(has_error(errors_of("  \n "), "", {"is empty"}));
+  CHECK(has_error(errors_of(std::string("\x7f"
+                                        "ELF\0\0\1",
+                                        7)),
+                  "", {"binary"}));
+  CHECK(has_error(errors_of("[1, 2]"), "/", {"expected a topology", "found an array"}));
+}
+
+TEST_CASE("files that are missing or are directories") {
+  CHECK_THROWS_WITH(load_topology("/nonexistent/x.json"), Catch::Contains("file not found"));
+  CHECK_THROWS_WITH(load_topology(COLLSIM_SOURCE_DIR), Catch::Contains("is a directory"));
+  const auto path = std::filesystem::temp_directory_path() / "collsim_empty_topology.json";
+  std::ofstream(path).close();
+  CHECK_THROWS_WITH(load_topology(path.string()), Catch::Contains("is empty"));
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("unknown keys are named with a suggestion") {
+  const auto ds =
+      errors_of(two_gpus(R"(, "memory_bandwith": "1TB/s")", R"(, "bandwitdh": "1GB/s")"));
+  INFO(dump(ds));
+  CHECK(has_error(ds, "/nodes/0/memory_bandwith",
+                  {"unknown key \"memory_bandwith\"", "did you mean \"memory_bandwidth\""}));
+  CHECK(has_error(ds, "/links/0/bandwitdh", {"did you mean \"bandwidth\""}));
+  CHECK(has_error(errors_of(R"({"nodez": []})"), "/nodez", {"did you mean \"nodes\""}));
+}
+
+TEST_CASE("every error of a document is reported in one run") {
+  const auto ds =
+      errors_of(R"({"nodes": [{"name": "g0", "kind": "gpu"}, {"name": "g0", "kind": "gpu"},
+                                          {"name": "g1", "kind": "gpo"}],
+    "links": [{"from": "g0", "to": "gx", "kind": "nvlink", "bandwidth": "0GB/s"},
+              {"from": "g0", "to": "g0", "kind": "nvlink", "latency": "-1us"}]})");
+  INFO(dump(ds));
+  CHECK(has_error(ds, "/nodes/1/name", {"duplicate node name \"g0\"", "/nodes/0"}));
+  CHECK(has_error(ds, "/nodes/2/kind", {"unknown node kind \"gpo\"", "did you mean \"gpu\""}));
+  CHECK(has_error(ds, "/links/0/to", {"unknown node \"gx\""}));
+  CHECK(has_error(ds, "/links/0/bandwidth", {"positive"}));
+  CHECK(has_error(ds, "/links/1/to", {"to itself"}));
+  CHECK(has_error(ds, "/links/1/latency", {"negative"}));
+  CHECK(ds.size() == 6);
+}
+
+TEST_CASE("wrong types and missing required fields") {
+  const auto ds = errors_of(R"({"name": 3, "nodes": [{"kind": "gpu"}, {"name": "g1"}, 7,
+      {"name": "g2", "kind": "gpu", "copy_engines": "4"}],
+    "links": [{"from": "g1", "kind": "nvlink", "duplex": "yes"}]})");
+  INFO(dump(ds));
+  CHECK(has_error(ds, "/name", {"expected a string", "number 3"}));
+  CHECK(has_error(ds, "/nodes/0/name", {"missing the required key \"name\""}));
+  CHECK(has_error(ds, "/nodes/1/kind", {"missing the required key \"kind\"", "gpu"}));
+  CHECK(has_error(ds, "/nodes/2", {"expected a node", "number 7"}));
+  CHECK(has_error(ds, "/nodes/3/copy_engines", {"expected an integer", "string \"4\""}));
+  CHECK(has_error(ds, "/links/0/to", {"missing the required key \"to\""}));
+  CHECK(has_error(ds, "/links/0/duplex", {"expected true or false"}));
+  CHECK(has_error(errors_of(R"({"nodes": {"g": 1}})"), "/nodes", {"expected an array"}));
+}
+
+TEST_CASE("quantities need units and valid ranges") {
+  CHECK(has_error(errors_of(two_gpus("", R"(, "bandwidth": 25)")), "/links/0/bandwidth",
+                  {"bare number 25", "\"25GB/s\""}));
+  CHECK(has_error(errors_of(two_gpus("", R"(, "bandwidth": "25")")), "/links/0/bandwidth",
+                  {"no unit"}));
+  CHECK(has_error(errors_of(two_gpus("", R"(, "latency": 1)")), "/links/0/latency",
+                  {"bare number 1", "\"1us\""}));
+  CHECK(has_error(errors_of(two_gpus("", R"(, "bandwidth": "-3GB/s")")), "/links/0/bandwidth",
+                  {"positive"}));
+  CHECK(has_error(errors_of(two_gpus("", R"(, "bandwidth": "1e300GB/s")")), "/links/0/bandwidth",
+                  {"maximum"}));
+  CHECK(has_error(errors_of(two_gpus("", R"(, "latency": "-0.5us")")), "/links/0/latency",
+                  {"negative"}));
+  CHECK(has_error(errors_of(two_gpus(R"(, "copy_engines": 0)")), "/nodes/0/copy_engines",
+                  {"from 1 to 1024"}));
+  CHECK(has_error(errors_of(two_gpus(R"(, "alpha": "fast")")), "/nodes/0/alpha",
+                  {"expected a duration"}));
+}
+
+TEST_CASE("parameters only on the kinds they belong to") {
+  const auto ds =
+      errors_of(R"({"nodes": [{"name": "g0", "kind": "gpu", "memcpy_bandwidth": "1GB/s"},
+      {"name": "s", "kind": "switch", "copy_engines": 2}, {"name": "g1", "kind": "gpu"}],
+    "links": [{"from": "g0", "to": "s", "kind": "network"}, {"from": "s", "to": "g1", "kind": "network"}]})");
+  INFO(dump(ds));
+  CHECK(has_error(ds, "/nodes/0/memcpy_bandwidth", {"applies to cpu nodes only", "is a gpu"}));
+  CHECK(has_error(ds, "/nodes/1/copy_engines", {"applies to gpu nodes only", "is a switch"}));
+}
+
+TEST_CASE("GPUs that cannot reach each other, and topologies without GPUs") {
+  const auto split =
+      errors_of(R"({"nodes": [{"name": "a", "kind": "gpu"}, {"name": "b", "kind": "gpu"},
+      {"name": "c", "kind": "gpu"}], "links": [{"from": "a", "to": "b", "kind": "nvlink"},
+      {"from": "b", "to": "c", "kind": "nvlink", "duplex": false}]})");
+  INFO(dump(split));
+  // a <-> b both ways; c is reached from a (a -> b -> c) but cannot get back.
+  CHECK(has_error(split, "/nodes/2", {"gpu \"c\" cannot reach gpu \"a\""}));
+  CHECK(split.size() == 1);
+  CHECK(has_error(
+      errors_of(R"({"nodes": [{"name": "a", "kind": "gpu"}, {"name": "b", "kind": "gpu"}]})"),
+      "/nodes/1", {"is not connected to"}));
+  CHECK(has_error(errors_of(R"({"name": "x"})"), "/nodes", {"no GPU"}));
+  CHECK(has_error(errors_of(R"({"nodes": [{"name": "c", "kind": "cpu"}]})"), "/nodes", {"no GPU"}));
+}
+
+TEST_CASE("duplicate JSON keys, racks, servers and bad citations") {
+  const auto ds = errors_of(R"({"name": "a", "name": "b", "comment": 5,
+    "racks": [{"name": "r"}, {"name": "r"}],
+    "servers": [{"name": "s", "rack": "q"}, {"name": "s"}],
+    "nodes": [{"name": "g", "kind": "gpu", "server": "z", "sources": ["ok", 1]}]})");
+  INFO(dump(ds));
+  CHECK(has_error(ds, "/name", {"appears twice"}));
+  CHECK(has_error(ds, "/comment", {"string or an array of strings"}));
+  CHECK(has_error(ds, "/racks/1/name", {"duplicate rack name \"r\""}));
+  CHECK(has_error(ds, "/servers/0/rack", {"unknown rack \"q\"", "did you mean \"r\""}));
+  CHECK(has_error(ds, "/servers/1/name", {"duplicate server name \"s\""}));
+  CHECK(has_error(ds, "/nodes/0/server", {"unknown server \"z\""}));
+  CHECK(has_error(ds, "/nodes/0/sources", {"string or an array of strings"}));
+}
+
+TEST_CASE("servers and racks are attached to nodes") {
+  const Topology t = parse_topology(R"({"racks": [{"name": "r{i}", "count": 2}],
+    "servers": [{"name": "s0", "rack": "r1", "p2p": false, "gpudirect_rdma": false}],
+    "nodes": [{"name": "g0", "kind": "gpu", "server": "s0"}, {"name": "g1", "kind": "gpu", "rack": "r0"}],
+    "links": [{"from": "g0", "to": "g1", "kind": "pcie"}]})",
+                                    "t.json");
+  REQUIRE(t.servers().size() == 1);
+  CHECK(t.racks().size() == 2);
+  CHECK(t.servers()[0].rack == 1);
+  CHECK_FALSE(t.servers()[0].p2p);
+  CHECK_FALSE(t.servers()[0].gpudirect_rdma);
+  CHECK(t.node(0).server == 0);
+  CHECK(t.node(0).rack == 1);  // follows its server
+  CHECK(t.node(1).server == kNone);
+  CHECK(t.node(1).rack == 0);
+  CHECK(has_error(
+      errors_of(
+          R"({"racks": [{"name": "r0"}, {"name": "r1"}], "servers": [{"name": "s", "rack": "r0"}],
+      "nodes": [{"name": "g", "kind": "gpu", "server": "s", "rack": "r1"}]})"),
+      "/nodes/0/rack", {"but its server \"s\" is in rack \"r0\""}));
+}
+
+TEST_CASE("name patterns") {
+  CHECK(has_error(errors_of(two_gpus(R"(, "count": 2)")), "/nodes/0/name",
+                  {"duplicate node name \"g0\""}));
+  CHECK(has_error(errors_of(R"({"nodes": [{"name": "g{i}", "kind": "gpu"}]})"), "/nodes/0/name",
+                  {"has no \"count\""}));
+  CHECK(has_error(errors_of(R"({"nodes": [{"name": "g{j}", "count": 2, "kind": "gpu"}]})"),
+                  "/nodes/0/name", {"bad name pattern", "only the index"}));
+  CHECK(has_error(errors_of(R"({"nodes": [{"name": "g{i/0}", "count": 2, "kind": "gpu"}]})"),
+                  "/nodes/0/name", {"division by zero"}));
+  CHECK(has_error(errors_of(R"({"nodes": [{"name": "g{i", "count": 2, "kind": "gpu"}]})"),
+                  "/nodes/0/name", {"unmatched '{'"}));
+  CHECK(has_error(errors_of(R"({"nodes": [{"name": "g", "count": 0, "kind": "gpu"}]})"),
+                  "/nodes/0/count", {"from 1 to"}));
+  // A ring written with patterns: g00 -> g01 -> ... -> g09, closed by hand.
+  const Topology t = parse_topology(R"({"nodes": [{"name": "g{i:02}", "count": 10, "kind": "gpu"}],
+    "links": [{"from": "g{i:02}", "to": "g{i+1:02}", "count": 9, "kind": "pcie"},
+              {"from": "g09", "to": "g00", "kind": "pcie"}]})",
+                                    "t.json");
+  CHECK(t.num_nodes() == 10);
+  CHECK(t.num_links() == 20);
+  CHECK(t.node(9).name == "g09");
+  CHECK(t.link(2).from == 1);
+  CHECK(t.link(2).to == 2);
+  NamePattern p;
+  std::string error;
+  REQUIRE(NamePattern::parse("n{i:03}.{i%2}.{i/2}-{i*3}-{i-1}", p, error));
+  CHECK(p.expand(11) == "n011.1.5-33-10");
+  CHECK_FALSE(NamePattern::parse("x}", p, error));
+  CHECK_FALSE(NamePattern::parse("{i+1%2}", p, error));
+}
