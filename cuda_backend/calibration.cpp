@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -123,6 +124,8 @@ void save_calibration(const Calibration& calibration, const std::string& path) {
 }
 
 Calibration load_calibration(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw InputError(path, "", "is a directory; expected a calibration JSON file");
   std::ifstream in(path);
   if (!in)
     throw InputError(path, "",
@@ -200,6 +203,9 @@ Calibration parse_calibration(std::string_view text, const std::string& file) {
   } catch (const json::parse_error& e) {
     throw InputError(file, fmt::format("byte {}", e.byte),
                      fmt::format("not valid JSON: {}", e.what()));
+  } catch (const json::out_of_range& e) {
+    // A number beyond the range of a double (1e999) is reported this way, not as a parse error.
+    throw InputError(file, "", fmt::format("not valid JSON: {}", e.what()));
   }
   DiagnosticSink sink(file);
   if (!doc.is_object()) {

@@ -258,7 +258,6 @@ RunResult CudaExecutor::run(const sched::Plan& plan, const RunOptions& options) 
 
   auto issue = [&](OpId id) {
     const auto rank = plan.rank(id);
-    const std::string ctx_unused;
     cudaStream_t stream = stream_of(id);
     check(cudaSetDevice(res.device_of_rank[rank]), "cudaSetDevice", op_context(plan, id));
     switch (plan.kind(id)) {

@@ -1,0 +1,79 @@
+#include "cuda_backend/validation.hpp"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <sstream>
+
+#include "cuda_backend/host_executor.hpp"
+#include "topology/error.hpp"
+
+using namespace collsim;
+using namespace collsim::backend;
+
+namespace {
+
+// Four ranks behind a switch, 2 us and 25 GB/s per link: the shape of one-gpu-4ranks.json.
+topo::Topology four_ranks() {
+  topo::Topology t;
+  topo::Node sw;
+  sw.name = "xbar";
+  sw.kind = topo::NodeKind::nvswitch;
+  const auto x = t.add_node(sw);
+  for (int i = 0; i < 4; ++i) {
+    topo::Node g;
+    g.name = "rank" + std::to_string(i);
+    g.kind = topo::NodeKind::gpu;
+    const auto id = t.add_node(g);
+    topo::Link l;
+    l.kind = topo::LinkKind::nvlink;
+    l.bandwidth = 25e9;
+    l.latency = 2e-6;
+    l.from = id;
+    l.to = x;
+    t.add_link(l);
+    l.from = x;
+    l.to = id;
+    t.add_link(l);
+  }
+  topo::finalize(t);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("validation: rows, predictions and CSV on the host backend", "[backend][validation]") {
+  HostExecutor executor;
+  ValidationOptions o;
+  o.sizes = {64 * 1024, 256 * 1024};
+  o.chunks = {1, 4};
+  o.repetitions = 1;
+  o.warmup = 0;
+  const auto t = four_ranks();
+  const auto report = run_validation(executor, t, o);
+  // Per size: naive plus one ring row per k: 2 x (1 + 2) = 6 rows.
+  REQUIRE(report.rows.size() == 6);
+  CHECK(report.wrong_elements == 0);
+  for (const auto& r : report.rows) {
+    CHECK(r.measured > 0);
+    CHECK(r.predicted > 0);
+    CHECK(r.checked_elements == 4 * r.size / 4);
+  }
+  // Ring k=1 over 64 KiB on four ranks: 2 (p - 1) = 6 steps, each 16 KiB over 4 us of route
+  // latency at 25 GB/s (every other cost absent): 6 (4e-6 + 16384 / 25e9) = 27.93216 us.
+  CHECK(report.rows[1].algorithm == "ring");
+  CHECK(report.rows[1].predicted == Approx(6 * (4e-6 + 16384 / 25e9)).epsilon(1e-9));
+
+  std::ostringstream csv;
+  write_validation_csv(report, csv);
+  const std::string text = csv.str();
+  CHECK(text.rfind("algorithm,chunks,size_bytes,measured_s,predicted_s,error", 0) == 0);
+  CHECK(std::count(text.begin(), text.end(), '\n') == 7);
+}
+
+TEST_CASE("validation: a topology with too few GPUs is an input error", "[backend][validation]") {
+  HostExecutor executor;
+  ValidationOptions o;
+  o.ranks = 8;
+  CHECK_THROWS_WITH(run_validation(executor, four_ranks(), o, "four.json"),
+                    Catch::Contains("four.json") && Catch::Contains("has 4 GPUs"));
+}
