@@ -42,6 +42,7 @@ struct RunOptions {
   std::string trace;
   std::string format = "table";
   std::string out;
+  std::string csv;
   std::string terms;
   bool chunks_given = false;  // --chunks typed; "--algo auto" alone leaves k free as well
   bool no_wall = false;
@@ -78,6 +79,9 @@ void add_common_options(CLI::App& cmd, RunOptions& o, bool sweep) {
   cmd.add_option("--format", o.format, "Output: table, csv or json (JSON lines)")
       ->capture_default_str();
   cmd.add_option("--out", o.out, "Write the results to this file instead of stdout");
+  cmd.add_option("--csv", o.csv,
+                 "Also write the rows as CSV to this file, whatever --format prints (with "
+                 "--no-wall, wall_s is 0 there too)");
   cmd.add_flag("--no-wall", o.no_wall,
                "Print 0 for wall_s, the only non-deterministic column, for byte-identical output");
 }
@@ -281,6 +285,12 @@ void run_command(const RunOptions& o) {
   ReportWriter writer(out.get(), format, !o.no_wall);
   writer.begin(echo_lines("run", echo, loaded->topology, loaded->ranks, loaded->calibration_note));
   writer.row(ev.row);
+  if (!o.csv.empty()) {
+    Output csv(o.csv);
+    ReportWriter csv_writer(csv.get(), Format::csv, !o.no_wall);
+    csv_writer.begin({});
+    csv_writer.row(ev.row);
+  }
   std::vector<std::string> notes;
   if (!point.algo || point.chunks == kAutoChunks) notes = auto_notes(ev);
   if (!o.trace.empty()) notes.push_back(fmt::format("trace written to {}", o.trace));
@@ -340,6 +350,13 @@ void sweep_command(const RunOptions& o) {
                  "link_term_us\n");
   }
   ReportWriter writer(out.get(), format, !o.no_wall);
+  std::unique_ptr<Output> csv_out;
+  std::unique_ptr<ReportWriter> csv_writer;
+  if (!o.csv.empty()) {
+    csv_out = std::make_unique<Output>(o.csv);
+    csv_writer = std::make_unique<ReportWriter>(csv_out->get(), Format::csv, !o.no_wall);
+    csv_writer->begin({});
+  }
   RunOptions echo = o;
   if (!o.chunks_given && std::any_of(algos.begin(), algos.end(), [](auto a) { return !a; }))
     echo.chunks = algos.size() == 1 ? "auto" : "1 (auto for --algo auto)";
@@ -354,6 +371,7 @@ void sweep_command(const RunOptions& o) {
       context, points, name, jobs,
       [&](std::size_t i, const Evaluation& ev) {
         writer.row(ev.row);
+        if (csv_writer) csv_writer->row(ev.row);
         if (terms_out && ev.row.ok())
           std::fprintf(
               terms_out->get(), "%s\n",

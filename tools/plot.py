@@ -64,7 +64,7 @@ def size_label(b):
     for factor, unit in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
         if b >= factor:
             v = b / factor
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.3g} {unit}"
+            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.4g} {unit}"
     return f"{b} B"
 
 
@@ -128,7 +128,7 @@ def plot_group(name, points, terms, out_dir, prefix, written):
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, title="size", title_fontsize=7, loc="upper left",
                   bbox_to_anchor=(1.01, 1.0))
-    fig.suptitle(f"latency against k — {title} (★ best k per size, ○ memory-copy dominated"
+    fig.suptitle(f"latency against k — {title}\n(★ best k per size, ○ memory-copy dominated"
                  + (f", dashed: {', '.join(baselines)} at k=1)" if baselines else ")"),
                  fontsize=10)
     fig.tight_layout()
@@ -138,6 +138,9 @@ def plot_group(name, points, terms, out_dir, prefix, written):
     written.append(path)
 
     # Bus bandwidth against size, a thin line per k, a thick one through the best k.
+    if len({p["size_bytes"] for p in points}) < 2:
+        print(f"plot.py: {name}: one size only, no bandwidth-against-size plot", file=sys.stderr)
+        return
     fig, axes = panels(len(algos))
     for ax, algo in zip(axes, algos):
         mine = [p for p in points if p["algo"] == algo]

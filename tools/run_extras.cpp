@@ -11,11 +11,12 @@ namespace collsim::cli {
 std::string apply_calibration_file(topo::Topology& topology, const std::string& path) {
   const backend::Calibration calibration = backend::load_calibration(path);
   const backend::ApplyReport report = backend::apply_calibration(topology, calibration, path);
-  return fmt::format("{} ({} backend, device \"{}\", model \"{}\", {}): applied to {} GPUs, {} "
-                     "parameters changed",
-                     path, calibration.backend, calibration.device, calibration.model,
-                     calibration.date.empty() ? std::string("undated") : calibration.date,
-                     report.gpus.size(), report.changes.size());
+  return fmt::format(
+      "{} ({} backend, device \"{}\", model \"{}\", {}): applied to {} GPUs, {} "
+      "parameters changed",
+      path, calibration.backend, calibration.device, calibration.model,
+      calibration.date.empty() ? std::string("undated") : calibration.date, report.gpus.size(),
+      report.changes.size());
 }
 
 void write_trace(const topo::Router& router, const sched::PlanRequest& request,
