@@ -42,8 +42,6 @@ using topo::NodeId;
 enum class OpState : std::uint8_t { waiting, ready, running, done };
 enum class Owner : std::uint8_t { transfer, copy, reduce, background };
 
-constexpr std::uint32_t kNoRoute = ~std::uint32_t{0};
-
 struct RouteKey {
   NodeId from;
   NodeId to;
@@ -91,7 +89,8 @@ class Engine {
   void validate_options() const;
   void build_order();
   NodeId endpoint(RankId rank, sched::BufferId buffer) const;
-  std::uint32_t route_index(NodeId from, NodeId to, std::uint64_t flow_key, OpId op);
+  const topo::Route& lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op);
+  const topo::Route& route_of(OpId op);  // sends, d2h and h2d copies
   void resolve_routes();
 
   void ready(OpId op);
@@ -119,12 +118,17 @@ class Engine {
   std::vector<OpId> stream_next_;
   std::vector<std::uint32_t> succ_begin_;
   std::vector<OpId> succ_;
-  std::vector<std::uint32_t> route_;  // sends and PCIe copies: index into routes_
-  std::vector<OpTiming> timing_;      // only when recording or observed
+  // The last route each rank looked up: a ring's rank always sends to the same peer, so the
+  // hot loop rarely reaches the hash map.
+  struct RouteCacheEntry {
+    RouteKey key{topo::kNoNode, topo::kNoNode, 0};
+    const topo::Route* route = nullptr;
+  };
+  std::vector<RouteCacheEntry> route_cache_;  // by rank
+  std::vector<OpTiming> timing_;              // only when recording or observed
   bool track_ = false;
 
-  std::vector<const topo::Route*> routes_;
-  std::unordered_map<RouteKey, std::uint32_t, RouteKeyHash> route_ids_;
+  std::unordered_map<RouteKey, const topo::Route*, RouteKeyHash> routes_;
 
   // Per flow slot, indexed by FlowId.
   std::vector<Owner> flow_owner_;
@@ -193,7 +197,7 @@ void Engine::validate_plan() const {
       error(op, fmt::format("moves {} bytes, more than the limit of {}", plan_.bytes(op),
                             format_size(kMaxSize)));
     const NodeId gpu = plan_.rank_gpu[plan_.rank(op)];
-    const bool host_missing = topo_.host_cpu(gpu) == topo::kNoNode;
+    auto host_missing = [&] { return topo_.host_cpu(gpu) == topo::kNoNode; };
     if (k == OpKind::send || k == OpKind::recv) {
       const OpId q = plan_.partner(op);
       const char* other = k == OpKind::send ? "recv" : "send";
@@ -214,13 +218,13 @@ void Engine::validate_plan() const {
                               "transfer must agree",
                               plan_.bytes(op), describe(q), plan_.bytes(q)));
       const auto buffer = k == OpKind::send ? plan_.src(op).buffer : plan_.dst(op).buffer;
-      if (sched::memory_of(buffer) == Memory::host && host_missing)
+      if (sched::memory_of(buffer) == Memory::host && host_missing())
         error(op, fmt::format("uses host memory, but GPU '{}' reaches no CPU; connect a CPU to it "
                               "or use a device buffer",
                               topo_.node(gpu).name));
     } else if (k == OpKind::copy) {
       const auto ck = sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer);
-      if (ck != CopyKind::d2d && host_missing)
+      if (ck != CopyKind::d2d && host_missing())
         error(op, fmt::format("uses host memory, but GPU '{}' reaches no CPU; connect a CPU to it "
                               "or use a device buffer",
                               topo_.node(gpu).name));
@@ -297,11 +301,14 @@ void Engine::build_order() {
       ++succ_begin_[d + 1];
     }
   }
+  // Prefix sums shifted by one slot: filling then advances each begin to the next op's begin,
+  // which leaves succ_begin_ right without a second array the size of the plan.
   for (std::size_t i = 0; i < n; ++i) succ_begin_[i + 1] += succ_begin_[i];
   succ_.resize(succ_begin_[n]);
-  std::vector<std::uint32_t> fill(succ_begin_.begin(), succ_begin_.end() - 1);
+  for (std::size_t i = n; i > 0; --i) succ_begin_[i] = succ_begin_[i - 1];
+  succ_begin_[0] = 0;
   for (OpId op = 0; op < n; ++op)
-    for (OpId d : plan_.deps(op)) succ_[fill[d]++] = op;
+    for (OpId d : plan_.deps(op)) succ_[succ_begin_[d + 1]++] = op;
   state_.assign(n, OpState::waiting);
 }
 
@@ -310,41 +317,52 @@ NodeId Engine::endpoint(RankId rank, sched::BufferId buffer) const {
   return sched::memory_of(buffer) == Memory::host ? topo_.host_cpu(gpu) : gpu;
 }
 
-std::uint32_t Engine::route_index(NodeId from, NodeId to, std::uint64_t flow_key, OpId op) {
+const topo::Route& Engine::lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op) {
   const RouteKey key{from, to, flow_key};
-  auto it = route_ids_.find(key);
-  if (it != route_ids_.end()) return it->second;
-  const topo::Route* route = nullptr;
-  try {
-    route = &router_.route(from, to, flow_key);
-  } catch (const InputError& e) {
-    throw InputError(options_.plan_file, fmt::format("/ops/{}", op),
-                     fmt::format("{} cannot be routed: {}", describe(op), e.what()));
+  RouteCacheEntry& cached = route_cache_[plan_.rank(op)];
+  if (cached.key == key) return *cached.route;
+  auto it = routes_.find(key);
+  if (it == routes_.end()) {
+    const topo::Route* route = nullptr;
+    try {
+      route = &router_.route(from, to, flow_key);
+    } catch (const InputError& e) {
+      throw InputError(options_.plan_file, fmt::format("/ops/{}", op),
+                       fmt::format("{} cannot be routed: {}", describe(op), e.what()));
+    }
+    it = routes_.emplace(key, route).first;
   }
-  const auto id = static_cast<std::uint32_t>(routes_.size());
-  routes_.push_back(route);
-  route_ids_.emplace(key, id);
-  return id;
+  cached = RouteCacheEntry{key, it->second};
+  return *it->second;
+}
+
+const topo::Route& Engine::route_of(OpId op) {
+  const RankId r = plan_.rank(op);
+  if (plan_.kind(op) == OpKind::send) {
+    const OpId q = plan_.partner(op);
+    const RankId peer = plan_.rank(q);
+    // ECMP, when the router does it, keeps one path per (sender, receiver) pair.
+    const std::uint64_t flow_key = std::uint64_t{r} << 32 | peer;
+    return lookup(endpoint(r, plan_.src(op).buffer), endpoint(peer, plan_.dst(q).buffer), flow_key,
+                  op);
+  }
+  const NodeId gpu = plan_.rank_gpu[r];
+  if (sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer) == CopyKind::d2h)
+    return lookup(gpu, topo_.host_cpu(gpu), 0, op);
+  return lookup(topo_.host_cpu(gpu), gpu, 0, op);
 }
 
 void Engine::resolve_routes() {
+  // Every route once before the run, so that an unreachable peer is reported before any time is
+  // spent simulating; the hot loop then finds them in the caches.
+  route_cache_.assign(plan_.num_ranks(), RouteCacheEntry{});
   const auto n = plan_.num_ops();
-  route_.assign(n, kNoRoute);
   for (OpId op = 0; op < n; ++op) {
     const OpKind k = plan_.kind(op);
-    const RankId r = plan_.rank(op);
-    if (k == OpKind::send) {
-      const OpId q = plan_.partner(op);
-      const RankId peer = plan_.rank(q);
-      // ECMP, when the router does it, keeps one path per (sender, receiver) pair.
-      const std::uint64_t flow_key = std::uint64_t{r} << 32 | peer;
-      route_[op] = route_index(endpoint(r, plan_.src(op).buffer),
-                               endpoint(peer, plan_.dst(q).buffer), flow_key, op);
-    } else if (k == OpKind::copy) {
+    if (k == OpKind::send) route_of(op);
+    if (k == OpKind::copy) {
       const auto ck = sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer);
-      const NodeId gpu = plan_.rank_gpu[r];
-      if (ck == CopyKind::d2h) route_[op] = route_index(gpu, topo_.host_cpu(gpu), 0, op);
-      if (ck == CopyKind::h2d) route_[op] = route_index(topo_.host_cpu(gpu), gpu, 0, op);
+      if (ck == CopyKind::d2h || ck == CopyKind::h2d) route_of(op);
     }
   }
 }
@@ -449,7 +467,7 @@ void Engine::start_transfer(OpId send, OpId recv) {
       observer_->on_op_start(recv, timing_[recv].ready, now_);
     }
   }
-  const topo::Route& route = *routes_[route_[send]];
+  const topo::Route& route = route_of(send);
   const FlowId f = new_flow(Owner::transfer, send, static_cast<double>(plan_.bytes(send)));
   for (topo::LinkId l : route.links) flows_.add_use(f, map_.link(l), 1.0);
   const NodeId gpu = plan_.rank_gpu[plan_.rank(send)];
@@ -468,7 +486,7 @@ void Engine::start_copy(OpId op) {
   switch (sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer)) {
     case CopyKind::d2h:
     case CopyKind::h2d: {
-      const topo::Route& route = *routes_[route_[op]];
+      const topo::Route& route = route_of(op);
       for (topo::LinkId l : route.links) flows_.add_use(f, map_.link(l), 1.0);
       latency = route.latency;
       break;
@@ -677,12 +695,12 @@ Result Engine::run() {
     if ((kind == EventKind::latency_done || kind == EventKind::flow_done) &&
         e.version != flows_.version(e.id))
       continue;  // superseded by a later rate change
-    if (e.time > options_.max_time) {
+    if (e.time() > options_.max_time) {
       now_ = options_.max_time;
       stop = StopReason::time_limit;
       break;
     }
-    now_ = e.time;
+    now_ = e.time();
     ++events_;
     switch (kind) {
       case EventKind::op_done:

@@ -1,5 +1,6 @@
 #include "sim/flow_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "topology/error.hpp"
@@ -77,7 +78,24 @@ void FlowModel::start(FlowId f, double bytes, double now) {
     rescheduled_.push_back(f);
     return;
   }
-  reshare(now);
+  // Fast path, the common case in a well-scheduled collective: alone on every limited resource,
+  // the flow is its own component and gets the smallest capacity / weight.
+  double rate = kUnlimited;
+  for (const Use& use : flow.uses) {
+    const Resource& res = res_[use.resource];
+    if (!(res.capacity < kUnlimited)) continue;
+    if (res.flows.size() != 1) {
+      reshare(now);
+      return;
+    }
+    rate = std::min(rate, res.capacity / use.weight);
+  }
+  comp_res_.assign(seeds_.begin(), seeds_.end());
+  flow.rate = rate;
+  flow.finish = rate > 0 ? now + bytes / rate : kUnlimited;
+  ++flow.version;
+  flow.scheduled = true;
+  rescheduled_.push_back(f);
 }
 
 void FlowModel::release(FlowId f, double now, bool completed) {
@@ -105,7 +123,12 @@ void FlowModel::release(FlowId f, double now, bool completed) {
   free_.push_back(f);
   rescheduled_.clear();
   comp_res_.clear();
-  if (!seeds_.empty()) reshare(now);
+  bool alone = true;
+  for (ResourceId r : seeds_) alone = alone && res_[r].flows.empty();
+  if (alone)
+    comp_res_.assign(seeds_.begin(), seeds_.end());  // nobody left to re-share with
+  else
+    reshare(now);
 }
 
 void FlowModel::set_capacity(ResourceId r, double capacity, double now) {

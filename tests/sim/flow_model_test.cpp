@@ -29,7 +29,7 @@ TEST_CASE("an event keeps its kind and version", "[sim][queue]") {
   CHECK(e.kind() == EventKind::flow_done);
   CHECK(e.id == 9);
   CHECK(e.version == 42);
-  CHECK(e.time == 1.0);
+  CHECK(e.time() == 1.0);
 }
 
 TEST_CASE("weighted sharing: a weight-3 flow takes three times the capacity per byte", "[sim]") {

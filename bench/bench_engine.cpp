@@ -1,0 +1,139 @@
+// Engine throughput on ring allreduce: events per second, wall time and peak memory.
+//
+//   bench_engine --gpus 1024 --size 1GiB --chunks 8 --repeat 3
+//
+// The machine is a ring of GPUs joined by duplex links (100 GB/s, 1 us; alpha 2 us; reductions
+// 3 us + 3 bytes / 2 TB/s). Only neighbours talk in a ring schedule, so this is the uniform
+// machine of the closed forms, and the bench prints the relative difference as a sanity check.
+// Peak RSS is the process's, so run one configuration per process (bench/run.sh does).
+#include <sys/resource.h>
+#include <time.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "schedules/closed_form.hpp"
+#include "schedules/generate.hpp"
+#include "sim/engine.hpp"
+#include "topology/error.hpp"
+#include "topology/routing.hpp"
+#include "topology/topology.hpp"
+#include "topology/units.hpp"
+
+namespace {
+
+using namespace collsim;
+
+double peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
+}
+
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Engine benchmark: ring allreduce on a ring of GPUs"};
+  std::uint32_t gpus = 8;
+  std::string size_text = "1GiB";
+  std::uint32_t chunks = 8;
+  int repeat = 3;
+  bool header = false;
+  app.add_option("--gpus", gpus, "Number of GPUs")->check(CLI::Range(2u, 1u << 20));
+  app.add_option("--size", size_text, "Allreduce size, e.g. 1GiB");
+  app.add_option("--chunks", chunks, "Pipeline chunks k")->check(CLI::Range(1u, 1024u));
+  app.add_option("--repeat", repeat, "Runs; the median wall time is reported")
+      ->check(CLI::Range(1, 100));
+  app.add_flag("--header", header, "Print the table header first");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const double bw = 100e9, lat = 1e-6, alpha = 2e-6, launch = 3e-6, mem = 2e12;
+    topo::Topology t;
+    for (std::uint32_t i = 0; i < gpus; ++i) {
+      topo::Node n;
+      n.name = "gpu" + std::to_string(i);
+      n.kind = topo::NodeKind::gpu;
+      n.alpha = alpha;
+      n.launch_latency = launch;
+      n.memory_bandwidth = mem;
+      t.add_node(std::move(n));
+    }
+    for (std::uint32_t i = 0; i < gpus; ++i) {
+      const std::uint32_t j = (i + 1) % gpus;
+      if (gpus == 2 && i == 1) break;  // two GPUs: one duplex link
+      t.add_link(topo::Link{i, j, topo::LinkKind::nvlink, bw, lat, i});
+      t.add_link(topo::Link{j, i, topo::LinkKind::nvlink, bw, lat, i});
+    }
+    topo::finalize(t);
+    topo::Router router(t);
+
+    sched::PlanRequest request;
+    request.collective = sched::Collective::allreduce;
+    request.algorithm = sched::Algorithm::ring;
+    request.size = parse_size(size_text);
+    request.chunks = chunks;
+    auto t0 = std::chrono::steady_clock::now();
+    const sched::Plan plan = sched::generate(router, request);
+    const double generate_s = seconds_since(t0);
+
+    std::vector<double> walls, cpus;
+    sim::Result result;
+    for (int i = 0; i < repeat; ++i) {
+      t0 = std::chrono::steady_clock::now();
+      const double c0 = cpu_seconds();
+      result = sim::simulate(router, plan);
+      cpus.push_back(cpu_seconds() - c0);
+      walls.push_back(seconds_since(t0));
+    }
+    // Validation, ordering and routes alone: a run stopped after its first event.
+    sim::Options setup_only;
+    setup_only.max_events = 1;
+    double c0 = cpu_seconds();
+    sim::simulate(router, plan, setup_only);
+    const double setup_cpu = cpu_seconds() - c0;
+    std::sort(walls.begin(), walls.end());
+    std::sort(cpus.begin(), cpus.end());
+    const double wall = walls[walls.size() / 2];
+    const double cpu = cpus[cpus.size() / 2];
+
+    sched::UniformCosts costs;
+    costs.alpha = alpha;
+    costs.latency = lat;
+    costs.bandwidth = bw;
+    costs.launch = launch;
+    costs.memory_bandwidth = mem;
+    const double model = sched::closed_form(request, gpus, costs);
+
+    if (header)
+      std::printf(
+          "| GPUs | size | k | ops | events | generate s | simulate wall s | simulate CPU s | "
+          "of which setup s | events/s (CPU) | peak RSS MiB | simulated time | vs closed form |\n"
+          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    std::printf(
+        "| %u | %s | %u | %zu | %llu | %.3f | %.3f | %.3f | %.3f | %.3g | %.0f | %s | %.1e |\n",
+        gpus, format_size(request.size).c_str(), chunks, plan.num_ops(),
+        static_cast<unsigned long long>(result.events), generate_s, wall, cpu, setup_cpu,
+        static_cast<double>(result.events) / cpu, peak_rss_mib(),
+        format_duration(result.time).c_str(), std::abs(result.time - model) / model);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_engine: %s\n", e.what());
+    return 2;
+  }
+}
