@@ -222,9 +222,26 @@ double closed_form(const PlanRequest& req, RankId p, const UniformCosts& u) {
                        std::string(to_string(req.collective)) + " yet (not implemented)");
 }
 
-double closed_form_hier(const PlanRequest&, RankId, RankId, const UniformCosts&,
-                        const UniformCosts&) {
-  throw InputError("", "--algo hier", "the hierarchical closed form is not implemented yet");
+double closed_form_hier(const PlanRequest& req, RankId servers, RankId gpus,
+                        const UniformCosts& intra, const UniformCosts& inter) {
+  if (req.algorithm != Algorithm::hier || req.collective != Collective::allreduce)
+    throw InputError("", "--algo", "closed_form_hier describes hier allreduce only");
+  if (auto why = why_not(req, servers * gpus); !why.empty())
+    throw InputError("", "--algo hier", why);
+  const double n = double(req.size);
+  const std::uint32_t k = req.chunks;
+  if (servers * gpus == 1) return k * intra.device_copy(n / k);
+  double t = 0;
+  const double m1 = n / (double(gpus) * k);  // a GPU's segment of a chunk
+  if (gpus > 1) {
+    t += ring_reduce_scatter(intra.transfer(m1), intra.reduce(m1), gpus, k);
+    t += double(gpus - 1) * k * intra.transfer(m1);  // the allgather
+  }
+  if (servers > 1) {
+    const double m2 = m1 / servers;
+    t += ring_allreduce(inter.transfer(m2), inter.reduce(m2), servers, k);
+  }
+  return t;
 }
 
 }  // namespace collsim::sched
