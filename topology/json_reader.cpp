@@ -210,6 +210,14 @@ std::optional<json> parse_document(std::string_view text, DiagnosticSink& sink) 
                    "; expected a JSON object (check commas, quotes and "
                    "brackets near this position)");
     return std::nullopt;
+  } catch (const json::out_of_range& e) {
+    // nlohmann reports a number beyond the range of a double (1e999) this way, not as a parse
+    // error.
+    std::string message = e.what();
+    if (const auto end = message.find("] "); end != std::string::npos)
+      message = message.substr(end + 2);
+    sink.error("", "invalid JSON: " + message + "; numbers must fit in a double");
+    return std::nullopt;
   } catch (const TooDeep&) {
     sink.error("", fmt::format("arrays and objects are nested more than {} levels deep; expected "
                                "a few levels (check for unbalanced brackets)",
