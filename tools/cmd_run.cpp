@@ -52,7 +52,7 @@ struct RunOptions {
 };
 
 void add_common_options(CLI::App& cmd, RunOptions& o, bool sweep) {
-  const std::string list = sweep ? " (a list or range)" : "";
+  const std::string list = sweep ? " (a list)" : "";
   cmd.add_option("--topology", o.topology, "Topology JSON file (see docs/topology-format.md)")
       ->required();
   cmd.add_option("--collective", o.collective,
@@ -101,6 +101,10 @@ std::string topology_label(const topo::Topology& t, const std::string& path) {
   return t.name().empty() ? std::filesystem::path(path).stem().string() : t.name();
 }
 
+std::string plural(std::size_t n, const char* word) {
+  return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
+}
+
 std::size_t count_servers(const topo::Topology& t, const std::vector<topo::NodeId>& ranks) {
   std::set<std::int32_t> servers;
   for (topo::NodeId g : ranks)
@@ -117,10 +121,10 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
   for (const topo::Link& l : t.links())
     if (!std::isfinite(l.bandwidth)) ++unlimited;
   lines.push_back(fmt::format("collsim {}", command));
-  lines.push_back(
-      fmt::format("topology    {} ({}): {} GPUs, {} servers, {} nodes, {} directed links",
-                  topology_label(t, o.topology), o.topology, t.gpus().size(), t.servers().size(),
-                  t.num_nodes(), t.num_links()));
+  lines.push_back(fmt::format("topology    {} ({}): {}, {}, {}, {}", topology_label(t, o.topology),
+                              o.topology, plural(t.gpus().size(), "GPU"),
+                              plural(t.servers().size(), "server"), plural(t.num_nodes(), "node"),
+                              plural(t.num_links(), "directed link")));
   if (unlimited > 0)
     lines.push_back(
         fmt::format("            {} directed links have no bandwidth in the file and "
@@ -133,7 +137,7 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
   const std::size_t servers = count_servers(t, ranks);
   lines.push_back(fmt::format("ranks       {} {}: GPUs {} ({})", ranks.size(),
                               servers == 0 ? std::string("(the file defines no servers)")
-                                           : fmt::format("on {} servers", servers),
+                                           : "on " + plural(servers, "server"),
                               describe_ranks(ranks, t), names));
   lines.push_back(fmt::format("collective  {}", o.collective));
   bool rooted = false;

@@ -156,6 +156,24 @@ TEST_CASE("a sweep gives the same CSV whatever the thread count", "[cli][sweep]"
   CHECK(csv_rows(one.out).size() == 1 + 3 * 8 * 3);
 }
 
+TEST_CASE("sweeps of the shipped configs give the same CSV with 1 and 2 threads", "[cli][sweep]") {
+  for (const std::string config : {"configs/dgx-h100.json", "configs/t4x4-pcie.json",
+                                   "configs/hetero-rack.json"}) {
+    if (!std::filesystem::exists(std::filesystem::path(COLLSIM_SOURCE_DIR) / config)) continue;
+    const std::string args = "sweep --topology " + config +
+                             " --algo ring,tree,direct --size 64KiB:64MiB:x32 --chunks 1,4 "
+                             "--format csv --no-wall";
+    const auto one = run_cli(args + " --jobs 1");
+    const auto two = run_cli(args + " --jobs 2");
+    INFO(config << "\n" << one.err);
+    CHECK(one.status == two.status);
+    CHECK(one.err == two.err);
+    CHECK(one.out == two.out);
+    // 3 algorithms x 3 sizes x 2 chunk counts, plus the header.
+    CHECK(csv_rows(one.out).size() == 1 + 3 * 3 * 2);
+  }
+}
+
 TEST_CASE("sweep rows come in input order: chunks fastest, then sizes, then algorithms",
           "[cli][sweep]") {
   const auto r = run_cli("sweep " + kFour +
