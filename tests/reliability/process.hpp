@@ -1,0 +1,126 @@
+#pragma once
+// Runs the collsim binary as a child process and reports how it ended: exit status, signal, or
+// killed by the hang guard. std::system cannot tell a hang from a slow run, and a hang is exactly
+// what the reliability catalogue has to catch.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace collsim::reliability {
+
+struct Outcome {
+  int exit_code = -1;      // valid when the process exited
+  int signal = 0;          // non-zero when a signal ended it (a crash or an abort)
+  bool timed_out = false;  // the hang guard killed it
+  std::string out;
+  std::string err;
+};
+
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A folder for this test process's scratch files.
+inline std::filesystem::path scratch_dir() {
+  static const std::filesystem::path dir = [] {
+    auto d = std::filesystem::temp_directory_path() /
+             ("collsim-reliability-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
+// Runs `binary args...` in the repository root with stdin from /dev/null. The address space is
+// capped (except under ASan, which reserves terabytes of it) so that a runaway allocation fails
+// inside collsim, where it must be reported, instead of taking the machine down. The hang guard
+// is generous: every catalogue case answers in well under a second.
+inline Outcome run_process(const std::vector<std::string>& args,
+                           std::chrono::seconds hang_guard = std::chrono::seconds(60),
+                           const std::string& binary = COLLSIM_BINARY,
+                           unsigned long address_space_mib = 4096) {
+  static int counter = 0;
+  const auto dir = scratch_dir();
+  const auto out_path = dir / ("out" + std::to_string(counter) + ".txt");
+  const auto err_path = dir / ("err" + std::to_string(counter) + ".txt");
+  ++counter;
+
+  std::vector<std::string> argv_store;
+  argv_store.push_back(binary);
+  argv_store.insert(argv_store.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_store) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    const int in = ::open("/dev/null", O_RDONLY);
+    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0 || err < 0) ::_exit(126);
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    if (::chdir(COLLSIM_SOURCE_DIR) != 0) ::_exit(126);
+    if (!kSanitized && address_space_mib > 0) {
+      struct rlimit limit {};
+      limit.rlim_cur = limit.rlim_max = static_cast<rlim_t>(address_space_mib) << 20;
+      ::setrlimit(RLIMIT_AS, &limit);
+    }
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  Outcome o;
+  if (pid < 0) return o;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + hang_guard;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      o.timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  if (!o.timed_out) {
+    if (WIFEXITED(status)) o.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) o.signal = WTERMSIG(status);
+  }
+  o.out = read_file(out_path);
+  o.err = read_file(err_path);
+  std::filesystem::remove(out_path);
+  std::filesystem::remove(err_path);
+  return o;
+}
+
+}  // namespace collsim::reliability
