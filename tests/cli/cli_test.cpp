@@ -157,8 +157,8 @@ TEST_CASE("a sweep gives the same CSV whatever the thread count", "[cli][sweep]"
 }
 
 TEST_CASE("sweeps of the shipped configs give the same CSV with 1 and 2 threads", "[cli][sweep]") {
-  for (const std::string config : {"configs/dgx-h100.json", "configs/t4x4-pcie.json",
-                                   "configs/hetero-rack.json"}) {
+  for (const std::string config :
+       {"configs/dgx-h100.json", "configs/t4x4-pcie.json", "configs/hetero-rack.json"}) {
     if (!std::filesystem::exists(std::filesystem::path(COLLSIM_SOURCE_DIR) / config)) continue;
     const std::string args = "sweep --topology " + config +
                              " --algo ring,tree,direct --size 64KiB:64MiB:x32 --chunks 1,4 "
@@ -186,8 +186,8 @@ TEST_CASE("sweep rows come in input order: chunks fastest, then sizes, then algo
   const std::size_t algo = column(rows[0], "algo");
   const std::size_t size = column(rows[0], "size_bytes");
   const std::size_t k = column(rows[0], "chunks");
-  const std::vector<std::string> expect = {"ring 1024 2",  "ring 1024 1",  "ring 4096 2",
-                                           "ring 4096 1",  "direct 1024 2", "direct 1024 1",
+  const std::vector<std::string> expect = {"ring 1024 2",   "ring 1024 1",   "ring 4096 2",
+                                           "ring 4096 1",   "direct 1024 2", "direct 1024 1",
                                            "direct 4096 2", "direct 4096 1"};
   for (std::size_t i = 0; i < expect.size(); ++i)
     CHECK(rows[i + 1][algo] + " " + rows[i + 1][size] + " " + rows[i + 1][k] == expect[i]);
@@ -223,6 +223,38 @@ TEST_CASE("--algo auto says what it picked and the runner-up", "[cli][auto]") {
   REQUIRE(r.status == 0);
   CHECK_THAT(r.out, Catch::Contains("# auto picked") && Catch::Contains("runner-up") &&
                         Catch::Contains("chunks      auto (free"));
+}
+
+TEST_CASE("--trace writes a Chrome trace of the simulated run", "[cli][trace]") {
+  const auto path = scratch_dir() / "run.trace.json";
+  const auto r = run_cli("run " + kTwo + " --size 1MiB --chunks 2 --trace " + path.string());
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("# trace written to"));
+  const auto trace = nlohmann::json::parse(read_file(path));
+  REQUIRE(trace.contains("traceEvents"));
+  CHECK(trace["traceEvents"].size() > 0);
+}
+
+TEST_CASE("--calibration replaces the parameters of matching GPUs and says so",
+          "[cli][calibration]") {
+  // A quick host calibration (threads and memcpy) stands in for a GPU's; its model "*" matches
+  // every GPU, so both GPUs of the file take its parameters.
+  const auto path = scratch_dir() / "calibration.json";
+  const auto cal = run_cli(
+      "calibrate --backend host --sizes 4KiB,64KiB --reps 2 --warmup 0 --out " + path.string());
+  INFO(cal.err);
+  REQUIRE(cal.status == 0);
+  const auto r = run_cli("run " + kTwo + " --size 1MiB --calibration " + path.string());
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("# calibration " + path.string()) &&
+                        Catch::Contains("applied to 2 GPUs") &&
+                        Catch::Contains("--calibration " + path.string()));
+  const auto bad =
+      run_cli("run " + kTwo + " --size 1MiB --calibration tests/cli/data/two-gpus.json");
+  CHECK(bad.status == 2);
+  CHECK_THAT(bad.err, Catch::Contains("two-gpus.json"));
 }
 
 TEST_CASE("the examples in docs/cli.md run", "[cli][docs]") {
