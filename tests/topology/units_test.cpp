@@ -53,3 +53,21 @@ TEST_CASE("formatting picks a readable unit") {
   CHECK(format_size(1000) == "1000 B");
   CHECK(format_bandwidth(kUnlimited) == "unlimited");
 }
+
+TEST_CASE("overflow and garbage in quantities") {
+  // strtod overflows to infinity: refused as above the maximum, never passed on as Inf.
+  CHECK_THROWS_WITH(parse_bandwidth("1e400GB/s"), Catch::Contains("maximum"));
+  CHECK_THROWS_WITH(parse_duration("1e400s"), Catch::Contains("maximum"));
+  CHECK_THROWS_WITH(parse_duration("2e6s"), Catch::Contains("maximum"));
+  CHECK_THROWS_AS(parse_bandwidth("0x10GB/s"), UnitError);
+  CHECK_THROWS_AS(parse_bandwidth("25 GB/s extra"), UnitError);
+  CHECK_THROWS_AS(parse_bandwidth("25GB/s/s"), UnitError);
+  CHECK_THROWS_AS(parse_duration("1..5us"), UnitError);
+  CHECK_THROWS_AS(parse_duration("us"), UnitError);
+  CHECK_THROWS_AS(parse_duration("   "), UnitError);
+  CHECK_THROWS_AS(parse_duration("NaNus"), UnitError);
+  CHECK_THROWS_AS(parse_duration("\xff\xfe"), UnitError);
+  // 1 PB/s is the largest bandwidth accepted; one bit more is refused.
+  CHECK(parse_bandwidth("1000TB/s") == 1e15);
+  CHECK_THROWS_WITH(parse_bandwidth("1001TB/s"), Catch::Contains("maximum"));
+}

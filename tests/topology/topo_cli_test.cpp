@@ -1,0 +1,85 @@
+// The `collsim topo` commands, run as a user would: output, exit status, determinism.
+#include <sys/wait.h>
+
+#include <array>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <string>
+
+#include "topology_test_util.hpp"
+
+namespace {
+
+struct Run {
+  int status = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Run run(const std::string& args) {
+  const std::string command = std::string(COLLSIM_BINARY) + " " + args + " 2>&1";
+  Run r;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buffer{};
+  std::size_t n = 0;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+    r.out.append(buffer.data(), n);
+  const int raw = pclose(pipe);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  return r;
+}
+
+std::string config(const char* name) {
+  return collsim::test::config_path(name);
+}
+
+}  // namespace
+
+TEST_CASE("topo validate: ok, or every error with exit status 2") {
+  const Run ok = run("topo validate " + config("dgx-h100.json"));
+  CHECK(ok.status == 0);
+  CHECK(ok.out.rfind("ok: dgx-h100: 23 nodes (8 GPUs)", 0) == 0);
+  const Run missing = run("topo validate /nonexistent.json");
+  CHECK(missing.status == 2);
+  CHECK(missing.out.find("file not found") != std::string::npos);
+}
+
+TEST_CASE("topo route prints hops, totals and the path class") {
+  const Run r = run("topo route " + config("dgx-h100.json") + " gpu0 gpu1");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("route gpu0 -> gpu1: 2 hops, path class NVL") != std::string::npos);
+  CHECK(r.out.find("gpu0 -> nvswitch  nvlink  bandwidth 450 GB/s  latency 100 ns") !=
+        std::string::npos);
+  CHECK(r.out.find("total: latency 200 ns, bottleneck bandwidth 450 GB/s") != std::string::npos);
+  // GPU ranks work too, and unknown names get a suggestion.
+  CHECK(run("topo route " + config("dgx-h100.json") + " 0 1").out == r.out);
+  const Run bad = run("topo route " + config("dgx-h100.json") + " gpu0 gpu9x");
+  CHECK(bad.status == 2);
+  CHECK(bad.out.find("no node named \"gpu9x\"") != std::string::npos);
+}
+
+TEST_CASE("topo show is deterministic and counts by kind") {
+  const Run a = run("topo show " + config("hetero-rack.json"));
+  const Run b = run("topo show " + config("hetero-rack.json"));
+  CHECK(a.status == 0);
+  CHECK(a.out == b.out);
+  // 2 x (4 GPUs + switch + CPU + NIC) + 2 x the same + one top-of-rack switch = 29 nodes.
+  CHECK(a.out.find("nodes: 29 (gpu 16, nvswitch 0, pcie_switch 4, cpu 4, nic 4, switch 1)") !=
+        std::string::npos);
+  CHECK(a.out.find("racks: 1") != std::string::npos);
+  CHECK(a.out.find("NVL") != std::string::npos);
+  CHECK(a.out.find("NET") != std::string::npos);
+  CHECK(a.out.find("diameter: 6 hops") != std::string::npos);
+}
+
+TEST_CASE("topo dot and --help") {
+  const Run dot = run("topo dot " + config("t4x4-pcie.json"));
+  CHECK(dot.status == 0);
+  CHECK(dot.out.rfind("digraph \"t4x4-pcie\" {", 0) == 0);
+  CHECK(dot.out.find("\"gpu0\" -> \"pcie0\"") != std::string::npos);
+  for (const char* sub : {"show", "validate", "route", "dot"}) {
+    const Run help = run(std::string("topo ") + sub + " --help");
+    CHECK(help.status == 0);
+    CHECK(help.out.find("FILE") != std::string::npos);
+  }
+}
