@@ -370,10 +370,13 @@ void sweep_command(const RunOptions& o) {
   Progress progress(stderr, o.progress || Progress::stderr_is_terminal());
   std::size_t failed = 0;
   bool internal = false;
-  const unsigned jobs = o.jobs != 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+  // More threads than points, or than a thousand, would only cost memory.
+  const unsigned jobs =
+      std::min(1024u, o.jobs != 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency()));
   run_points(
       context, points, name, jobs,
       [&](std::size_t i, const Evaluation& ev) {
+        progress.clear();
         writer.row(ev.row);
         if (csv_writer) csv_writer->row(ev.row);
         if (terms_out && ev.row.ok())

@@ -8,6 +8,9 @@
 namespace collsim::cli {
 namespace {
 
+// Wide enough for the longest line, so that a shorter one overwrites it completely.
+constexpr int kLineWidth = 79;
+
 std::string clock_text(double seconds) {
   const auto s = static_cast<long long>(seconds + 0.5);
   if (s >= 3600) return fmt::format("{}h{:02}m{:02}s", s / 3600, s / 60 % 60, s % 60);
@@ -40,9 +43,18 @@ void Progress::update(std::size_t done, std::size_t total) {
       done == 0
           ? std::string("?")
           : clock_text(elapsed * static_cast<double>(total - done) / static_cast<double>(done));
-  fmt::print(out_, "\r[{}] {}/{} points, {} elapsed, {} left   ", bar, done, total,
-             clock_text(elapsed), left);
+  const std::string line = fmt::format("[{}] {}/{} points, {} elapsed, {} left", bar, done, total,
+                                       clock_text(elapsed), left);
+  fmt::print(out_, "\r{:<{}}", line, kLineWidth);
   std::fflush(out_);
+}
+
+void Progress::clear() {
+  if (enabled_ && drawn_) {
+    fmt::print(out_, "\r{:{}}\r", "", kLineWidth);
+    std::fflush(out_);
+    drawn_ = false;
+  }
 }
 
 void Progress::finish() {

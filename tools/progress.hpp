@@ -14,6 +14,9 @@ class Progress {
   void update(std::size_t done, std::size_t total);
   // Ends the line so that later messages start on their own.
   void finish();
+  // Wipes the bar (it is redrawn by the next update), so that rows printed to the same terminal
+  // do not land behind it.
+  void clear();
 
   // stderr is a terminal (the default for showing the bar).
   static bool stderr_is_terminal();
