@@ -24,6 +24,13 @@ struct ValidationOptions {
   // Make every transfer wait its route's latency + bytes / bottleneck bandwidth, so that the
   // measured run crosses the topology's links as the simulator assumes.
   bool inject_links = true;
+  // Seconds per byte of the device's own copy for a transfer (the calibrated "send" beta). The
+  // executor waits the synthetic link time and then copies, so the injected per-byte time is
+  // reduced by this much: wait + copy then equals the link's bytes / bandwidth. 0: no correction.
+  double copy_seconds_per_byte = 0;
+  // Virtual ranks that share one physical memory (all of them on one GPU or on the host). They
+  // reduce at the same time in a ring, so each is simulated with memory_bandwidth / this.
+  std::uint32_t ranks_per_memory = 1;
 };
 
 struct ValidationRow {

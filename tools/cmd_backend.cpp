@@ -2,6 +2,7 @@
 // collsim validate: run ring allreduce plans on a device and compare with the simulator.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -92,6 +93,9 @@ void validate(const ValidateOptions& o) {
   if (vo.repetitions == 0) throw InputError("", "--reps", "0 repetitions; give at least 1");
   topo::Topology topology = topo::load_topology(o.topology);
   auto executor = backend::make_executor(o.backend);
+  // Virtual ranks share their device's memory: rank r runs on device r % devices.
+  const auto devices = static_cast<std::uint32_t>(std::max(1, executor->device().devices));
+  vo.ranks_per_memory = (vo.ranks + devices - 1) / devices;
   std::string calibration_note = "none (topology parameters as written)";
   if (!o.calibration.empty()) {
     const auto c = backend::load_calibration(o.calibration);
@@ -101,6 +105,8 @@ void validate(const ValidateOptions& o) {
     // Injected link time is a delay kernel (or a timed wait) per transfer: its own start-up,
     // calibrated as the intercept of "delay", belongs to every transfer's alpha.
     const auto* delay = c.find("delay");
+    if (const auto* send = c.find("send"); vo.inject_links && send && send->fit.beta > 0)
+      vo.copy_seconds_per_byte = send->fit.beta;
     if (vo.inject_links && delay && delay->fit.alpha > 0)
       for (auto gpu : applied.gpus) topology.node(gpu).alpha += delay->fit.alpha;
   }
