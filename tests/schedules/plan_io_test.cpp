@@ -1,0 +1,150 @@
+// Plan JSON: a generated plan survives a round trip op for op, byte for byte; bad files are
+// refused with the JSON pointer of the problem. MSCCL XML import: the shipped examples import
+// and verify; malformed XML names its line.
+#include <catch2/catch.hpp>
+#include <sstream>
+
+#include "schedules/generate.hpp"
+#include "schedules/msccl_import.hpp"
+#include "schedules/plan_json.hpp"
+#include "schedules/verify.hpp"
+#include "tests/schedules/fixtures.hpp"
+#include "topology/error.hpp"
+#include "topology/routing.hpp"
+
+using namespace collsim;
+using namespace collsim::sched;
+
+namespace {
+
+std::string to_json(const Plan& p, const topo::Topology* t) {
+  std::ostringstream s;
+  write_plan(s, p, t);
+  return s.str();
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_plan(text, "plan.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const std::string kHead =
+    R"({"format":"collsim-plan","version":1,"collective":"allreduce","size_bytes":8,"ranks":[null,null],"ops":)";
+
+}  // namespace
+
+TEST_CASE("plan JSON round trip", "[plan_json]") {
+  topo::Topology t = test::uniform_gpus(3, {});
+  topo::finalize(t);
+  topo::Router router(t);
+  PlanRequest r;
+  r.algorithm = Algorithm::tree;
+  r.chunks = 2;
+  r.size = 3 * 2 * 4 * 5;
+  const Plan a = generate(router, r);
+  const std::string text = to_json(a, &t);
+  const Plan b = parse_plan(text, "mem.json", &t);
+  REQUIRE(b.num_ops() == a.num_ops());
+  CHECK(b.rank_gpu == a.rank_gpu);
+  for (OpId id = 0; id < a.num_ops(); ++id) {
+    CHECK(b.kind(id) == a.kind(id));
+    CHECK(b.partner(id) == a.partner(id));
+    CHECK(std::vector<OpId>(b.deps(id).begin(), b.deps(id).end()) ==
+          std::vector<OpId>(a.deps(id).begin(), a.deps(id).end()));
+  }
+  CHECK(to_json(b, &t) == text);
+  CHECK(verify(b).ok());
+  // Without a topology the ranks keep no GPU, but the plan still verifies.
+  const Plan c = parse_plan(text, "mem.json");
+  CHECK(c.rank_gpu[0] == topo::kNoNode);
+  CHECK(verify(c).ok());
+}
+
+TEST_CASE("plan JSON errors name the op and field", "[plan_json]") {
+  CHECK(error_of("{").find("plan.json") != std::string::npos);
+  const std::string unknown_rank =
+      kHead +
+      R"([{"kind":"send","rank":2,"peer":1,"bytes":8,"src":{"buffer":"input","offset":0},"match":1},
+                  {"kind":"recv","rank":1,"peer":0,"bytes":8,"dst":{"buffer":"output","offset":0},"match":0}]})";
+  const auto e1 = error_of(unknown_rank);
+  INFO(e1);
+  CHECK(e1.find("/ops/0/rank") != std::string::npos);
+  const std::string wrong_kind =
+      kHead +
+      R"([{"kind":"send","rank":0,"peer":1,"bytes":8,"src":{"buffer":"input","offset":0},"match":1},
+                  {"kind":"send","rank":1,"peer":0,"bytes":8,"src":{"buffer":"input","offset":0},"match":0}]})";
+  const auto e2 = error_of(wrong_kind);
+  INFO(e2);
+  CHECK(e2.find("/ops/0/match") != std::string::npos);
+  CHECK(e2.find("must match a recv") != std::string::npos);
+  const std::string bad_dep = kHead + R"([{"kind":"delay","rank":0,"seconds":1,"deps":[7]}]})";
+  const auto e3 = error_of(bad_dep);
+  INFO(e3);
+  CHECK(e3.find("/ops/0/deps/0") != std::string::npos);
+  const std::string bad_buffer =
+      kHead +
+      R"([{"kind":"copy","rank":0,"bytes":8,"src":{"buffer":"inptu","offset":0},"dst":{"buffer":"output","offset":0}}]})";
+  const auto e4 = error_of(bad_buffer);
+  INFO(e4);
+  CHECK(e4.find("/ops/0/src/buffer") != std::string::npos);
+  const std::string missing_match =
+      kHead +
+      R"([{"kind":"send","rank":0,"peer":1,"bytes":8,"src":{"buffer":"input","offset":0}}]})";
+  CHECK(error_of(missing_match).find("/ops/0/match") != std::string::npos);
+}
+
+TEST_CASE("the shipped MSCCL examples import and verify", "[msccl]") {
+  const std::string dir = std::string(COLLSIM_SOURCE_DIR) + "/configs/msccl/";
+  const Plan ring = import_msccl(dir + "ring-allreduce-4.xml", 4 * 1024);
+  CHECK(ring.num_ranks() == 4);
+  CHECK(ring.collective == Collective::allreduce);
+  // 2 (p-1) = 6 transfers per GPU, p - 1 = 3 reductions per GPU.
+  std::size_t sends = 0, reduces = 0;
+  for (OpId id = 0; id < ring.num_ops(); ++id) {
+    sends += ring.kind(id) == OpKind::send;
+    reduces += ring.kind(id) == OpKind::reduce;
+  }
+  CHECK(sends == 24);
+  CHECK(reduces == 12);
+  const auto r = verify(ring);
+  INFO((r.problems.empty() ? "" : r.problems.front()));
+  CHECK(r.ok());
+  const Plan ag = import_msccl(dir + "allgather-direct-3.xml", 3 * 256);
+  CHECK(ag.collective == Collective::allgather);
+  CHECK(verify(ag).ok());
+}
+
+TEST_CASE("MSCCL import errors name the line", "[msccl]") {
+  auto error = [](const std::string& xml) {
+    try {
+      parse_msccl(xml, "a.xml", 64);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const auto e1 = error(
+      "<algo name=\"x\" coll=\"allreduce\" ngpus=\"2\" nchunksperloop=\"2\">\n"
+      "  <gpu id=\"0\">\n  </gpx>\n</algo>\n");
+  INFO(e1);
+  CHECK(e1.find("line 3") != std::string::npos);
+  CHECK(e1.find("</gpx>") != std::string::npos);
+  const auto e2 = error(
+      "<algo coll=\"allreduce\" ngpus=\"2\" nchunksperloop=\"2\">\n"
+      "<gpu id=\"0\"><tb id=\"0\" send=\"1\" recv=\"-1\">\n"
+      "<step s=\"0\" type=\"s\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\"/>\n"
+      "</tb></gpu>\n<gpu id=\"1\"/>\n</algo>\n");
+  INFO(e2);
+  CHECK(e2.find("every send needs a receive") != std::string::npos);
+  const auto e3 = error(
+      "<algo coll=\"allreduce\" ngpus=\"1\" nchunksperloop=\"1\">\n"
+      "<gpu id=\"0\"><tb id=\"0\">\n<step s=\"0\" type=\"zz\" srcbuf=\"i\" "
+      "srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\"/>\n</tb></gpu></algo>");
+  INFO(e3);
+  CHECK(e3.find("line 3") != std::string::npos);
+  CHECK(e3.find("unknown step type") != std::string::npos);
+}

@@ -1,0 +1,232 @@
+// The verifier rejects deliberately broken plans, and says what is wrong with them: the rank,
+// the place in the buffer and the missing or duplicated contribution, or the op that deadlocks.
+#include <catch2/catch.hpp>
+
+#include "schedules/verify.hpp"
+
+using namespace collsim;
+using namespace collsim::sched;
+
+namespace {
+
+// Two ranks, 8 bytes (2 fp32 elements): each sends its input to the other, which adds it.
+Plan exchange() {
+  Plan p;
+  p.size = 8;
+  p.rank_gpu = {0, 1};
+  for (RankId r = 0; r < 2; ++r) {
+    Op s;
+    s.kind = OpKind::send;
+    s.rank = r;
+    s.stream = 0;
+    s.peer = 1 - r;
+    s.bytes = 8;
+    s.src = {BufferId::input, 0};
+    p.add(s);
+  }
+  for (RankId r = 0; r < 2; ++r) {
+    Op v;
+    v.kind = OpKind::recv;
+    v.rank = r;
+    v.stream = 1;
+    v.peer = 1 - r;
+    v.bytes = 8;
+    v.dst = {BufferId::scratch, 0};
+    p.add(v);
+  }
+  p.match(0, 3);  // rank 0 -> rank 1
+  p.match(1, 2);  // rank 1 -> rank 0
+  for (RankId r = 0; r < 2; ++r) {
+    Op red;
+    red.kind = OpKind::reduce;
+    red.rank = r;
+    red.stream = 2;
+    red.bytes = 8;
+    red.dst = {BufferId::output, 0};
+    red.src = {BufferId::input, 0};
+    red.src2 = {BufferId::scratch, 0};
+    p.add(red, {static_cast<OpId>(2 + r)});
+  }
+  return p;
+}
+
+bool mentions(const VerifyReport& r, const std::string& text) {
+  for (const auto& p : r.problems)
+    if (p.find(text) != std::string::npos) return true;
+  return false;
+}
+
+std::string all(const VerifyReport& r) {
+  std::string s;
+  for (const auto& p : r.problems) s += p + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the hand-made exchange is a correct allreduce", "[verify]") {
+  CHECK(verify(exchange()).ok());
+}
+
+TEST_CASE("a missing reduction leaves a contribution out", "[verify]") {
+  Plan bad;
+  const Plan good = exchange();
+  // Copy every op but rank 1's reduction (op 5).
+  bad.size = good.size;
+  bad.rank_gpu = good.rank_gpu;
+  for (OpId id = 0; id < 5; ++id) bad.add(good.op(id), good.deps(id));
+  bad.match(0, 3);
+  bad.match(1, 2);
+  const auto r = verify(bad);
+  INFO(all(r));
+  CHECK(!r.ok());
+  CHECK(mentions(r, "rank 1 output bytes [0, 8)"));
+  CHECK(mentions(r, "never written"));
+}
+
+TEST_CASE("adding the own input twice counts a contribution twice", "[verify]") {
+  Plan p = exchange();
+  Op again;
+  again.kind = OpKind::reduce;
+  again.rank = 0;
+  again.stream = 2;
+  again.bytes = 8;
+  again.dst = {BufferId::output, 0};
+  again.src = {BufferId::output, 0};
+  again.src2 = {BufferId::input, 0};
+  p.add(again);
+  const auto r = verify(p);
+  INFO(all(r));
+  CHECK(mentions(r, "rank 0 output bytes [0, 8)"));
+  CHECK(mentions(r, "contribution of rank 0 2 times"));
+}
+
+TEST_CASE("receiving into the wrong place misplaces data", "[verify]") {
+  // Rank 0 receives only the second element of rank 1 and adds it to its first element.
+  Plan p;
+  p.size = 8;
+  p.rank_gpu = {0, 1};
+  const Plan good = exchange();
+  for (OpId id = 0; id < good.num_ops(); ++id) {
+    Op o = good.op(id);
+    if (id == 1) o.src.offset = 4, o.bytes = 4;  // rank 1 sends element 1
+    if (id == 2) o.bytes = 4;                    // rank 0 receives 4 bytes
+    if (id == 4) o.bytes = 4;                    // rank 0 reduces element 0 only
+    p.add(o, good.deps(id));
+  }
+  p.match(0, 3);
+  p.match(1, 2);
+  const auto r = verify(p);
+  INFO(all(r));
+  CHECK(mentions(r, "rank 0 output bytes [0, 4)"));
+  CHECK(mentions(r, "wrong place (offset +4 bytes)"));
+  CHECK(mentions(r, "rank 0 output bytes [4, 8) (chunk 0) is never written"));
+}
+
+TEST_CASE("a send without a recv is unmatched", "[verify]") {
+  Plan p = exchange();
+  Op extra;
+  extra.kind = OpKind::send;
+  extra.rank = 1;
+  extra.peer = 0;
+  extra.bytes = 8;
+  p.add(extra);
+  const auto r = verify(p);
+  INFO(all(r));
+  CHECK(mentions(r, "op 6 (rank 1, stream 0, send to rank 0, 8 bytes): not matched"));
+}
+
+TEST_CASE("matched ends that disagree on the size are reported", "[verify]") {
+  Plan p;
+  p.size = 8;
+  p.rank_gpu = {0, 1};
+  const Plan good = exchange();
+  for (OpId id = 0; id < good.num_ops(); ++id) {
+    Op o = good.op(id);
+    if (id == 3) o.bytes = 4;
+    p.add(o, good.deps(id));
+  }
+  p.match(0, 3);
+  p.match(1, 2);
+  const auto r = verify(p);
+  INFO(all(r));
+  CHECK(mentions(r, "disagree on the size (8 vs 4 bytes)"));
+}
+
+TEST_CASE("sends and receives on one stream in the same order deadlock", "[verify]") {
+  // Both ranks send first, then receive, all on stream 0: each send waits for a recv that
+  // waits behind the other rank's send.
+  Plan p;
+  p.size = 8;
+  p.rank_gpu = {0, 1};
+  const Plan good = exchange();
+  for (OpId id = 0; id < good.num_ops(); ++id) {
+    Op o = good.op(id);
+    o.stream = 0;
+    p.add(o, good.deps(id));
+  }
+  p.match(0, 3);
+  p.match(1, 2);
+  const auto r = verify(p);
+  INFO(all(r));
+  CHECK(mentions(r, "deadlock"));
+  CHECK(mentions(r, "ops can never run"));
+}
+
+TEST_CASE("a dependency cycle is a deadlock", "[verify]") {
+  Plan p;
+  p.size = 8;
+  p.rank_gpu = {0};
+  Op a;
+  a.kind = OpKind::copy;
+  a.bytes = 8;
+  a.src = {BufferId::input, 0};
+  a.dst = {BufferId::output, 0};
+  a.stream = 0;
+  p.add(a, {1});
+  a.stream = 1;
+  p.add(a, {0});
+  const auto r = verify(p);
+  INFO(all(r));
+  CHECK(mentions(r, "can never start"));
+}
+
+TEST_CASE("reading scratch before it is written and writing the input are errors", "[verify]") {
+  Plan p;
+  p.size = 8;
+  p.rank_gpu = {0};
+  Op a;
+  a.kind = OpKind::copy;
+  a.bytes = 8;
+  a.src = {BufferId::scratch, 0};
+  a.dst = {BufferId::output, 0};
+  p.add(a);
+  auto r = verify(p);
+  INFO(all(r));
+  CHECK(mentions(r, "reads scratch[0, 8) on rank 0 before anything was written there"));
+  a.src = {BufferId::output, 0};
+  a.dst = {BufferId::input, 0};
+  p.add(a);
+  r = verify(p);
+  CHECK(mentions(r, "writes the input buffer"));
+}
+
+TEST_CASE("an unknown rank and an out-of-bounds region are reported", "[verify]") {
+  Plan p = exchange();
+  Op o;
+  o.kind = OpKind::copy;
+  o.rank = 5;
+  o.bytes = 8;
+  p.add(o);
+  Op big;
+  big.kind = OpKind::copy;
+  big.rank = 0;
+  big.bytes = 16;
+  big.src = {BufferId::input, 0};
+  big.dst = {BufferId::scratch, 0};
+  p.add(big);
+  const auto r = verify(p);
+  INFO(all(r));
+  CHECK(mentions(r, "rank 5 does not exist"));
+  CHECK(mentions(r, "input[0, 16) lies outside the 8-byte input buffer"));
+}
