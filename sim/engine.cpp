@@ -665,7 +665,6 @@ Result Engine::run() {
   engines_.assign(topo_.num_nodes(), CopyEngines{});
   for (NodeId g = 0; g < topo_.num_nodes(); ++g)
     engines_[g].total = engines_[g].free = topo_.node(g).copy_engines;
-  queue_.reserve(std::min<std::size_t>(n + 16, std::size_t{1} << 20));
 
   // Capacity changes and background flows are events like any other; ties with plan events at
   // the same time go in the order given, after the plan's initial ops.

@@ -1,16 +1,22 @@
 #pragma once
-// The engine's future: a 4-ary min-heap of plain events ordered by (time, insertion sequence).
+// The engine's future: events ordered by (time, insertion sequence).
 //
 // The sequence number breaks ties between events at the same time in the order they were
-// scheduled, so a run never depends on heap internals and repeats bit for bit. Ties are the
-// rule, not the exception: on a uniform machine every rank of a ring finishes a step at exactly
-// the same instant.
+// scheduled, so a run never depends on container internals and repeats bit for bit.
 //
-// Cost: an event is 24 bytes; push is O(log4 n), pop O(4 log4 n) comparisons, and neither
-// allocates once the heap has grown to its working size. Times are non-negative doubles, whose
-// bit patterns order like unsigned integers, so a comparison is two integer compares with no
-// NaN handling. A 4-ary heap is half as deep as a binary one and its four children share a cache
-// line pair, which is what pop spends its time on. Events are never removed early: an event that
+// Ties are the rule, not the exception: on a uniform machine every rank of a ring finishes a
+// step at the same instant, and the events that step schedules again share one time. So events
+// are kept in *buckets*: FIFO runs of events with one time, and a 4-ary min-heap orders the
+// buckets by (time, creation order). A push joins the bucket of the previous push when the time
+// is the same, otherwise it opens a new bucket. Only the open bucket ever grows, so two buckets
+// of one time hold disjoint, ordered ranges of sequence numbers and popping bucket by bucket,
+// FIFO within a bucket, yields exactly (time, sequence) order.
+//
+// Cost: an event is 16 bytes in its bucket and a bucket 24 bytes in the heap. A push that joins
+// the open bucket and a pop that does not empty its bucket are O(1); opening or emptying a bucket
+// is O(log4 b) for b open buckets. Times are non-negative doubles, whose bit patterns order like
+// unsigned integers, so comparisons are integer compares. Nothing allocates once the buckets and
+// the heap have grown to their working size. Events are never removed early: an event that
 // became stale (a flow whose rate changed) carries a version the engine checks when it pops it.
 #include <bit>
 #include <cstdint>
@@ -28,47 +34,95 @@ enum class EventKind : std::uint8_t {
 
 struct Event {
   std::uint64_t time_bits = 0;  // std::bit_cast of a time >= 0 (seconds)
-  std::uint64_t seq_kind = 0;   // sequence << 8 | kind: unique, so keys never tie
+  std::uint64_t seq_kind = 0;   // sequence << 8 | kind
   std::uint32_t id = 0;
   std::uint32_t version = 0;  // flows only: stale when it differs from the flow's version
 
   double time() const { return std::bit_cast<double>(time_bits); }
   EventKind kind() const { return static_cast<EventKind>(seq_kind & 0xff); }
-  bool before(const Event& o) const {
-    return time_bits < o.time_bits || (time_bits == o.time_bits && seq_kind < o.seq_kind);
-  }
 };
-static_assert(sizeof(Event) == 24);
 
 class EventQueue {
  public:
-  void reserve(std::size_t n) { heap_.reserve(n); }
-  bool empty() const { return heap_.empty(); }
-  std::size_t size() const { return heap_.size(); }
+  bool empty() const { return size_ == 0; }
+  std::size_t size() const { return size_; }
   std::uint64_t scheduled() const { return next_seq_; }
 
   // `time` must be >= 0 and not NaN (the engine only adds non-negative durations to 0).
   void push(double time, EventKind kind, std::uint32_t id, std::uint32_t version = 0) {
-    const Event e{std::bit_cast<std::uint64_t>(time + 0.0),  // + 0.0 turns -0.0 into +0.0
-                  (next_seq_++ << 8) | static_cast<std::uint8_t>(kind), id, version};
-    std::size_t i = heap_.size();
-    heap_.push_back(e);
-    while (i > 0) {
-      const std::size_t parent = (i - 1) / 4;
-      if (!e.before(heap_[parent])) break;
-      heap_[i] = heap_[parent];
-      i = parent;
-    }
-    heap_[i] = e;
+    const std::uint64_t bits = std::bit_cast<std::uint64_t>(time + 0.0);  // -0.0 becomes +0.0
+    if (open_ == kNone || buckets_[open_].time_bits != bits) open_ = open_bucket(bits);
+    buckets_[open_].items.push_back(
+        Item{(next_seq_++ << 8) | static_cast<std::uint8_t>(kind), id, version});
+    ++size_;
   }
 
   // The earliest event; the queue must not be empty.
   Event pop() {
-    const Event top = heap_.front();
-    const Event last = heap_.back();
+    const std::uint32_t b = heap_.front().bucket;
+    Bucket& bucket = buckets_[b];
+    const Item item = bucket.items[bucket.head++];
+    const Event e{bucket.time_bits, item.seq_kind, item.id, item.version};
+    --size_;
+    if (bucket.head == bucket.items.size()) {
+      bucket.items.clear();  // keeps its capacity for the next time it is opened
+      bucket.head = 0;
+      free_.push_back(b);
+      if (open_ == b) open_ = kNone;
+      pop_heap();
+    }
+    return e;
+  }
+
+ private:
+  static constexpr std::uint32_t kNone = ~std::uint32_t{0};
+  struct Item {
+    std::uint64_t seq_kind;
+    std::uint32_t id;
+    std::uint32_t version;
+  };
+  struct Bucket {
+    std::uint64_t time_bits = 0;
+    std::vector<Item> items;
+    std::size_t head = 0;
+  };
+  struct Key {
+    std::uint64_t time_bits;
+    std::uint64_t order;  // creation order of the bucket: unique, so keys never tie
+    std::uint32_t bucket;
+    bool before(const Key& o) const {
+      return time_bits < o.time_bits || (time_bits == o.time_bits && order < o.order);
+    }
+  };
+
+  std::uint32_t open_bucket(std::uint64_t bits) {
+    std::uint32_t b;
+    if (!free_.empty()) {
+      b = free_.back();
+      free_.pop_back();
+    } else {
+      b = static_cast<std::uint32_t>(buckets_.size());
+      buckets_.emplace_back();
+    }
+    buckets_[b].time_bits = bits;
+    const Key key{bits, next_order_++, b};
+    std::size_t i = heap_.size();
+    heap_.push_back(key);
+    while (i > 0) {
+      const std::size_t parent = (i - 1) / 4;
+      if (!key.before(heap_[parent])) break;
+      heap_[i] = heap_[parent];
+      i = parent;
+    }
+    heap_[i] = key;
+    return b;
+  }
+
+  void pop_heap() {
+    const Key last = heap_.back();
     heap_.pop_back();
     const std::size_t n = heap_.size();
-    if (n == 0) return top;
+    if (n == 0) return;
     std::size_t i = 0;
     for (;;) {
       const std::size_t first = 4 * i + 1;
@@ -82,12 +136,15 @@ class EventQueue {
       i = best;
     }
     heap_[i] = last;
-    return top;
   }
 
- private:
-  std::vector<Event> heap_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::uint32_t> free_;
+  std::vector<Key> heap_;
+  std::uint32_t open_ = kNone;  // the bucket the last push went to, while it holds events
+  std::size_t size_ = 0;
   std::uint64_t next_seq_ = 0;
+  std::uint64_t next_order_ = 0;
 };
 
 }  // namespace collsim::sim

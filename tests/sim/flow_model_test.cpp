@@ -4,6 +4,7 @@
 #include "sim/flow_model.hpp"
 
 #include <catch2/catch.hpp>
+#include <set>
 
 #include "sim/event_queue.hpp"
 
@@ -20,6 +21,37 @@ TEST_CASE("events pop by time, then in insertion order", "[sim][queue]") {
   std::vector<std::uint32_t> order;
   while (!q.empty()) order.push_back(q.pop().id);
   CHECK(order == std::vector<std::uint32_t>{5, 2, 4, 1, 3});
+}
+
+TEST_CASE("events come out in (time, sequence) order under any interleaving", "[sim][queue]") {
+  // Reference: a sorted set of (time, sequence). Few distinct times, so ties are frequent, and
+  // pushes happen between pops, before and after the time being drained.
+  std::uint64_t state = 99;
+  auto next = [&](std::uint64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % n;
+  };
+  EventQueue q;
+  std::set<std::pair<double, std::uint32_t>> reference;
+  std::uint32_t seq = 0;
+  for (int step = 0; step < 20000; ++step) {
+    if (reference.empty() || next(3) != 0) {
+      const double t = 0.25 * static_cast<double>(next(8));
+      q.push(t, EventKind::op_done, seq);
+      reference.emplace(t, seq++);
+    } else {
+      const Event e = q.pop();
+      REQUIRE(e.time() == reference.begin()->first);
+      REQUIRE(e.id == reference.begin()->second);
+      reference.erase(reference.begin());
+    }
+    REQUIRE(q.size() == reference.size());
+  }
+  while (!reference.empty()) {
+    REQUIRE(q.pop().id == reference.begin()->second);
+    reference.erase(reference.begin());
+  }
+  CHECK(q.empty());
 }
 
 TEST_CASE("an event keeps its kind and version", "[sim][queue]") {
