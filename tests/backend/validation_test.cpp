@@ -63,6 +63,20 @@ TEST_CASE("validation: rows, predictions and CSV on the host backend", "[backend
   CHECK(report.rows[1].algorithm == "ring");
   CHECK(report.rows[1].predicted == Approx(6 * (4e-6 + 16384 / 25e9)).epsilon(1e-9));
 
+  // Four virtual ranks sharing one 300 GB/s memory: each is simulated with 75 GB/s, and the three
+  // reduce-scatter reductions of 16 KiB (3 bytes of traffic per byte) join the critical path:
+  // 27.93216 us + 3 x 3 x 16384 / 75e9 = 29.89824 us.
+  auto shared = four_ranks();
+  for (auto gpu : shared.gpus()) shared.node(gpu).memory_bandwidth = 300e9;
+  o.sizes = {64 * 1024};
+  o.chunks = {1};
+  o.ranks_per_memory = 4;
+  const auto shared_report = run_validation(executor, shared, o);
+  REQUIRE(shared_report.rows.size() == 2);
+  CHECK(shared_report.rows[1].predicted ==
+        Approx(6 * (4e-6 + 16384 / 25e9) + 9 * 16384 / 75e9).epsilon(1e-9));
+  CHECK(shared_report.wrong_elements == 0);
+
   std::ostringstream csv;
   write_validation_csv(report, csv);
   const std::string text = csv.str();
