@@ -13,6 +13,9 @@ For every (collective, dtype, rank count) in the CSV it writes:
                                      (labelled with that k); grey bands shade the sizes whose
                                      best-k point is memory-copy dominated.
 
+A group with a single size gets one latency panel instead, a line per algorithm, and no
+bandwidth plot.
+
 A point is memory-copy dominated when its copy term exceeds its link term. Both come from the
 companion CSV written by `collsim sweep --terms FILE`: for each rank, the bytes it copies over the
 bandwidth of each copy's path, and the bytes it sends over the bottleneck bandwidth of each
@@ -83,6 +86,44 @@ def panels(n):
     return fig, flat
 
 
+def plot_one_size(name, title, points, algos, terms, out_dir, prefix, written):
+    """One size only: every algorithm on one panel, time against k, a line per algorithm."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.5))
+    size = int(points[0]["size_bytes"])
+    for algo in algos:
+        line = sorted((p for p in points if p["algo"] == algo), key=lambda p: int(p["chunks"]))
+        ks = [int(p["chunks"]) for p in line]
+        ts = [float(p["time_us"]) for p in line]
+        if len(line) == 1 and len(algos) > 1:
+            ax.axhline(ts[0], linestyle="--", linewidth=1, label=f"{algo} (k={ks[0]})",
+                       color="grey")
+            continue
+        (drawn,) = ax.plot(ks, ts, "-", linewidth=1.5, label=algo)
+        for p, k, t in zip(line, ks, ts):
+            hollow = copy_dominated(terms, p)
+            ax.plot([k], [t], "o", color=drawn.get_color(), markersize=5,
+                    markerfacecolor="none" if hollow else drawn.get_color())
+        best = min(range(len(ts)), key=lambda j: (ts[j], ks[j]))
+        ax.plot([ks[best]], [ts[best]], "*", color="crimson", markersize=12, zorder=5)
+    all_ks = sorted({int(p["chunks"]) for p in points})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(all_ks)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_yscale("log")
+    ax.set_xlabel("chunks k")
+    ax.set_ylabel("simulated time (µs)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle(f"latency against k — {title}, {size_label(size)}\n"
+                 "(★ best k per algorithm, ○ memory-copy dominated)", fontsize=10)
+    fig.tight_layout()
+    path = os.path.join(out_dir, f"{prefix}latency_vs_k_{name}.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+    print(f"plot.py: {name}: one size only, no bandwidth-against-size plot", file=sys.stderr)
+
+
 def plot_group(name, points, terms, out_dir, prefix, written):
     algos = list(dict.fromkeys(p["algo"] for p in points))
     title = name.replace("_", " ")
@@ -91,6 +132,10 @@ def plot_group(name, points, terms, out_dir, prefix, written):
     swept = [a for a in algos if any(p["algo"] == a and p["chunks"] != "1" for p in points)]
     baselines = [a for a in algos if a not in swept] if swept else []
     latency_algos = swept or algos
+
+    if len({p["size_bytes"] for p in points}) == 1:
+        plot_one_size(name, title, points, algos, terms, out_dir, prefix, written)
+        return
 
     # Latency against k, a line per size.
     fig, axes = panels(len(latency_algos))
@@ -138,9 +183,6 @@ def plot_group(name, points, terms, out_dir, prefix, written):
     written.append(path)
 
     # Bus bandwidth against size, a thin line per k, a thick one through the best k.
-    if len({p["size_bytes"] for p in points}) < 2:
-        print(f"plot.py: {name}: one size only, no bandwidth-against-size plot", file=sys.stderr)
-        return
     fig, axes = panels(len(algos))
     for ax, algo in zip(axes, algos):
         mine = [p for p in points if p["algo"] == algo]
