@@ -139,6 +139,7 @@ class Engine {
   std::vector<CopyEngines> engines_;  // by NodeId
   std::vector<std::pair<ResourceId, double>> capacity_changes_;
   std::vector<double> background_end_;
+  std::vector<const topo::Route*> background_routes_;
 
   FlowModel flows_;
   EventQueue queue_;
@@ -206,6 +207,11 @@ void Engine::validate_plan() const {
               fmt::format("has no matched {}; match every send with the recv of its peer", other));
         continue;
       }
+      if (plan_.partner(q) != op) {
+        error(op, fmt::format("is matched with {}, which is matched with op {} instead",
+                              describe(q), plan_.partner(q)));
+        continue;
+      }
       if (plan_.kind(q) != (k == OpKind::send ? OpKind::recv : OpKind::send)) {
         error(op, fmt::format("is matched with {}, which is not a {}", describe(q), other));
         continue;
@@ -253,9 +259,13 @@ void Engine::validate_options() const {
         sink.error(
             fmt::format("capacity[{}].changes[{}].time", i, j),
             fmt::format("found {} s; expected a time between 0 and {} s", c.time, kMaxDuration));
-      if (!(c.bandwidth >= 0 && (c.bandwidth <= kMaxBandwidth || c.bandwidth == kUnlimited)))
+      // Below 1 B/s a flow could need more than the largest double to drain: call it failed.
+      const bool valid = c.bandwidth == 0 || c.bandwidth == kUnlimited ||
+                         (c.bandwidth >= 1 && c.bandwidth <= kMaxBandwidth);
+      if (!valid)
         sink.error(fmt::format("capacity[{}].changes[{}].bandwidth", i, j),
-                   fmt::format("found {} B/s; expected 0 (failed) up to {} B/s, or unlimited",
+                   fmt::format("found {} B/s; expected 0 (failed), 1 B/s up to {} B/s, or "
+                               "unlimited",
                                c.bandwidth, kMaxBandwidth));
     }
   }
@@ -561,14 +571,14 @@ void Engine::report_stuck() const {
   // A flow that can never drain: some resource on its way has no bandwidth left.
   for (FlowId f = 0; f < flows_.num_flow_slots(); ++f) {
     if (!flows_.active(f) || flows_.finish_time(f) < kUnlimited) continue;
-    std::string dead;
+    std::string dead = "a resource on its way";
     for (ResourceId r : flows_.resources(f))
-      if (flows_.capacity(r) <= 0) dead = map_.name(topo_, r);
+      if (flows_.capacity(r) <= 0) dead = fmt::format("'{}'", map_.name(topo_, r));
     const std::string who = flow_owner_[f] == Owner::background
                                 ? fmt::format("background flow {}", flow_index_[f])
                                 : describe(flow_index_[f]);
     throw InputError(options_.plan_file, fmt::format("/ops/{}", flow_index_[f]),
-                     fmt::format("{} can never finish: '{}' has no bandwidth from {} s on and "
+                     fmt::format("{} can never finish: {} has no bandwidth from {} s on and "
                                  "its capacity trace never restores it",
                                  who, dead, now_));
   }
@@ -680,6 +690,16 @@ Result Engine::run() {
     }
   }
   background_end_.assign(options_.background.size(), kUnlimited);
+  for (std::size_t i = 0; i < options_.background.size(); ++i) {
+    const BackgroundFlow& b = options_.background[i];
+    try {
+      background_routes_.push_back(&router_.route(b.from, b.to));
+    } catch (const InputError& e) {
+      throw InputError("", fmt::format("background[{}]", i),
+                       fmt::format("background flow {} -> {} cannot be routed: {}",
+                                   topo_.node(b.from).name, topo_.node(b.to).name, e.what()));
+    }
+  }
   for (std::uint32_t i = 0; i < options_.background.size(); ++i)
     queue_.push(options_.background[i].start, EventKind::background_start, i);
 
@@ -717,9 +737,9 @@ Result Engine::run() {
         schedule_rescheduled();
         break;
       case EventKind::background_start: {
-        const BackgroundFlow& b = options_.background[e.id];
-        const topo::Route& route = router_.route(b.from, b.to);
-        const FlowId f = new_flow(Owner::background, e.id, static_cast<double>(b.bytes));
+        const topo::Route& route = *background_routes_[e.id];
+        const FlowId f =
+            new_flow(Owner::background, e.id, static_cast<double>(options_.background[e.id].bytes));
         for (topo::LinkId l : route.links) flows_.add_use(f, map_.link(l), 1.0);
         launch(f, route.latency);
         break;

@@ -101,6 +101,8 @@ TEST_CASE("bad capacity traces and background flows are input errors", "[sim][dy
   CHECK_THROWS_AS(sim::simulate(router, plan, o), InputError);
   o.capacity = {sim::CapacityTrace{0, {{std::nan(""), 1e9}}}};
   CHECK_THROWS_AS(sim::simulate(router, plan, o), InputError);
+  o.capacity = {sim::CapacityTrace{0, {{0.5, 1e-300}}}};  // would take longer than a double holds
+  CHECK_THROWS_AS(sim::simulate(router, plan, o), InputError);
   o.capacity.clear();
   o.background.push_back(sim::BackgroundFlow{0, 42, 1, 0});
   CHECK_THROWS_AS(sim::simulate(router, plan, o), InputError);

@@ -136,3 +136,34 @@ TEST_CASE("negative or NaN durations are input errors", "[sim][errors]") {
   nan_plan.add(timed_op(sched::OpKind::compute, 0, std::nan("")));
   CHECK_THROWS_AS(sim::simulate(router, nan_plan), InputError);
 }
+
+TEST_CASE("a recv matched twice is an input error", "[sim][errors]") {
+  Pair2 p;
+  topo::Router router(p.t);
+  sched::Plan plan;
+  plan.rank_gpu = {0, 1};
+  const auto s1 = plan.add(send_op(0, 1, 8));
+  const auto s2 = plan.add(send_op(0, 1, 8));
+  const auto r = plan.add(recv_op(1, 0, 8));
+  plan.match(s1, r);
+  plan.match(s2, r);  // r now points at s2, but s1 still points at r
+  CHECK_THAT(message_of(router, plan), Contains("op 0") && Contains("matched with op 1 instead"));
+}
+
+TEST_CASE("an unreachable peer is an input error naming the op", "[sim][errors]") {
+  topo::Topology t;
+  add_gpu(t, "gpu0");
+  add_gpu(t, "island");
+  topo::finalize(t);
+  topo::Router router(t);
+  sched::Plan plan;
+  plan.rank_gpu = {0, 1};
+  add_transfer(plan, 0, 1, 8);
+  CHECK_THAT(message_of(router, plan), Contains("op 0") && Contains("cannot be routed"));
+  sched::Plan empty;
+  empty.rank_gpu = {0, 1};
+  sim::Options o;
+  o.background.push_back(sim::BackgroundFlow{0, 1, 8, 0});
+  CHECK_THROWS_WITH(sim::simulate(router, empty, o),
+                    Contains("background") && Contains("cannot be routed"));
+}
