@@ -1,0 +1,114 @@
+#include "tools/sweep.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "topology/error.hpp"
+
+using namespace collsim;
+using namespace collsim::cli;
+
+namespace {
+
+// gpu0 -- 100 GB/s NVLink -- gpu1, and gpu0 -- 10 GB/s PCIe -- cpu0.
+topo::Topology two_gpus_and_a_cpu() {
+  topo::Topology t;
+  auto node = [&](const char* name, topo::NodeKind kind) {
+    topo::Node n;
+    n.name = name;
+    n.kind = kind;
+    return t.add_node(n);
+  };
+  const auto g0 = node("gpu0", topo::NodeKind::gpu);
+  const auto g1 = node("gpu1", topo::NodeKind::gpu);
+  const auto c0 = node("cpu0", topo::NodeKind::cpu);
+  auto duplex = [&](topo::NodeId a, topo::NodeId b, topo::LinkKind kind, double bandwidth) {
+    t.add_link(topo::Link{a, b, kind, bandwidth, 0.0, 0});
+    t.add_link(topo::Link{b, a, kind, bandwidth, 0.0, 0});
+  };
+  duplex(g0, g1, topo::LinkKind::nvlink, 100e9);
+  duplex(g0, c0, topo::LinkKind::pcie, 10e9);
+  topo::finalize(t);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("auto searches k = 1, 2, 4, ..., 64 within the element count", "[cli][sweep]") {
+  CHECK(auto_chunk_counts(1) == std::vector<std::uint32_t>{1});
+  CHECK(auto_chunk_counts(5) == std::vector<std::uint32_t>{1, 2, 4});
+  CHECK(auto_chunk_counts(1000) == std::vector<std::uint32_t>{1, 2, 4, 8, 16, 32, 64});
+}
+
+TEST_CASE("model terms: copy bytes over the copy path, sent bytes over the route", "[cli][sweep]") {
+  const topo::Topology t = two_gpus_and_a_cpu();
+  const topo::Router router(t);
+  sched::Plan plan;
+  plan.size = 1'000'000'000;
+  plan.rank_gpu = {t.gpus()[0], t.gpus()[1]};
+  sched::Op copy;
+  copy.kind = sched::OpKind::copy;
+  copy.rank = 0;
+  copy.bytes = 1'000'000'000;
+  copy.src = {sched::BufferId::input, 0};
+  copy.dst = {sched::BufferId::host, 0};
+  plan.add(copy);
+  sched::Op send;
+  send.kind = sched::OpKind::send;
+  send.rank = 0;
+  send.peer = 1;
+  send.bytes = 1'000'000'000;
+  const auto s = plan.add(send);
+  sched::Op recv;
+  recv.kind = sched::OpKind::recv;
+  recv.rank = 1;
+  recv.peer = 0;
+  recv.bytes = 1'000'000'000;
+  recv.dst = {sched::BufferId::output, 0};
+  plan.match(s, plan.add(recv));
+
+  const ModelTerms terms = model_terms(router, plan);
+  // d2h over the 10 GB/s PCIe link: 1 GB / 10 GB/s = 0.1 s.
+  CHECK(terms.copy == Approx(0.1));
+  // The send over the 100 GB/s NVLink: 1 GB / 100 GB/s = 0.01 s. Copy dominated.
+  CHECK(terms.link == Approx(0.01));
+}
+
+TEST_CASE("requests check the size against the dtype and k against the element count",
+          "[cli][sweep]") {
+  const topo::Topology t = two_gpus_and_a_cpu();
+  const topo::Router router(t);
+  Context context;
+  context.router = &router;
+  context.ranks = t.gpus();
+  Point point;
+  point.size = 6;  // 1.5 fp32 elements
+  CHECK_THROWS_WITH(make_request(context, point, sched::Algorithm::ring, 1),
+                    Catch::Contains("whole number of fp32 elements"));
+  point.size = 8;  // 2 fp32 elements
+  CHECK_THROWS_WITH(make_request(context, point, sched::Algorithm::ring, 3),
+                    Catch::Contains("larger than the element count 2"));
+  point.nranks = 3;
+  CHECK_THROWS_WITH(make_request(context, point, sched::Algorithm::ring, 1),
+                    Catch::Contains("only 2 GPUs"));
+  point.nranks = 1;
+  const auto request = make_request(context, point, sched::Algorithm::ring, 2);
+  CHECK(request.ranks == std::vector<topo::NodeId>{t.gpus()[0]});
+  CHECK(request.chunks == 2);
+}
+
+TEST_CASE("a failing point is a row with an error, not an exception", "[cli][sweep]") {
+  const topo::Topology t = two_gpus_and_a_cpu();
+  const topo::Router router(t);
+  Context context;
+  context.router = &router;
+  context.ranks = t.gpus();
+  Point point;
+  point.size = 8;
+  point.chunks = 3;
+  const Evaluation ev = evaluate(context, point, "test");
+  CHECK_FALSE(ev.row.ok());
+  CHECK_FALSE(ev.internal_error);
+  CHECK_THAT(ev.row.error, Catch::Contains("element count"));
+  CHECK(ev.row.topology == "test");
+  CHECK(ev.row.size == 8);
+}
