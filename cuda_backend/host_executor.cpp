@@ -119,6 +119,14 @@ RunResult HostExecutor::run(const sched::Plan& plan, const RunOptions& options) 
   for (const auto& rank_streams : layout.streams)
     for (const auto& list : rank_streams)
       if (!list.empty()) workers.push_back(list);
+  // One thread per (rank, stream) keeps every stream able to progress, which is what rules out
+  // deadlock; beyond a few thousand threads the host runs out of them first.
+  constexpr std::size_t kMaxThreads = 4096;
+  if (workers.size() > kMaxThreads)
+    throw InputError(options.label, "/ranks",
+                     fmt::format("the plan has {} (rank, stream) pairs; the host executor runs one "
+                                 "thread each and stops at {}; use fewer ranks or streams",
+                                 workers.size(), kMaxThreads));
 
   const std::unique_ptr<std::atomic<std::uint32_t>[]> state(new std::atomic<std::uint32_t>[n]);
   const std::uint32_t runs = options.warmup + options.repetitions;

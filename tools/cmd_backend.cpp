@@ -19,6 +19,16 @@
 namespace collsim::cli {
 namespace {
 
+// Fails before minutes of measurement rather than after them when the output cannot be written.
+void check_writable(const std::string& path) {
+  if (path.empty()) return;
+  std::ofstream probe(path, std::ios::app);
+  if (!probe)
+    throw InputError(path, "--out",
+                     "cannot open the file for writing; check the directory "
+                     "exists and is writable");
+}
+
 struct CalibrateOptions {
   std::string backend = "cuda";
   std::string sizes = "4KiB:64MiB:x4";
@@ -61,6 +71,7 @@ void calibrate(const CalibrateOptions& o) {
   co.sizes = parse_size_list(o.sizes, "--sizes");
   co.repetitions = o.reps;
   co.warmup = o.warmup;
+  check_writable(o.out);
   auto executor = backend::make_executor(o.backend);
   if (o.backend == "host")
     std::printf(
@@ -91,6 +102,7 @@ void validate(const ValidateOptions& o) {
   vo.warmup = o.warmup;
   vo.inject_links = !o.no_links;
   if (vo.repetitions == 0) throw InputError("", "--reps", "0 repetitions; give at least 1");
+  check_writable(o.out);
   topo::Topology topology = topo::load_topology(o.topology);
   auto executor = backend::make_executor(o.backend);
   // Virtual ranks share their device's memory: rank r runs on device r % devices.

@@ -1,0 +1,98 @@
+// The calibrate and validate commands end to end, through the collsim binary.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "cuda_backend/calibration.hpp"
+#include "cuda_backend/cuda_executor.hpp"
+
+using namespace collsim;
+
+namespace {
+
+struct Outcome {
+  int status = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Outcome run_collsim(const std::string& arguments, const std::filesystem::path& dir) {
+  const auto log = dir / "output.txt";
+  const std::string command =
+      std::string("\"") + COLLSIM_BINARY + "\" " + arguments + " > \"" + log.string() + "\" 2>&1";
+  const int raw = std::system(command.c_str());
+  Outcome o;
+  o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  o.output = text.str();
+  return o;
+}
+
+std::filesystem::path scratch_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("collsim-backend-" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
+
+TEST_CASE("cli: calibrate --backend host writes a file the loader accepts", "[backend][cli]") {
+  REQUIRE(std::filesystem::exists(COLLSIM_BINARY));
+  const auto dir = scratch_dir("calibrate");
+  const auto file = dir / "calibration.json";
+  const auto r = run_collsim(
+      "calibrate --backend host --sizes 4KiB,64KiB --reps 2 --warmup 0 "
+      "--out " +
+          file.string(),
+      dir);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("reduce_fp32"));
+  const auto c = backend::load_calibration(file.string());
+  CHECK(c.backend == "host");
+  CHECK(c.fits.size() == 11);
+}
+
+TEST_CASE("cli: validate --backend host checks data and writes CSV", "[backend][cli]") {
+  REQUIRE(std::filesystem::exists(COLLSIM_BINARY));
+  const auto dir = scratch_dir("validate");
+  const auto csv = dir / "validation.csv";
+  const std::string topology = std::string(COLLSIM_SOURCE_DIR) + "/configs/one-gpu-4ranks.json";
+  const auto r =
+      run_collsim("validate --backend host --topology " + topology +
+                      " --sizes 64KiB --chunks 1,2 --reps 1 --warmup 0 --out " + csv.string(),
+                  dir);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("median |error|"));
+  std::ifstream in(csv);
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) ++lines;
+  // Header + naive + ring k=1 + ring k=2.
+  CHECK(lines == 4);
+}
+
+TEST_CASE("cli: backend errors are usage errors with a way out", "[backend][cli]") {
+  REQUIRE(std::filesystem::exists(COLLSIM_BINARY));
+  const auto dir = scratch_dir("errors");
+  auto r = run_collsim("calibrate --backend quantum --out " + (dir / "c.json").string(), dir);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Catch::Contains("expected 'cuda' or 'host'"));
+  r = run_collsim("calibrate --backend host --reps 1 --out " + (dir / "c.json").string(), dir);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Catch::Contains("--reps"));
+  if (!backend::cuda_available()) {
+    r = run_collsim("calibrate --backend cuda --out " + (dir / "c.json").string(), dir);
+    CHECK(r.status == 2);
+    CHECK_THAT(r.output, Catch::Contains("use --backend host"));
+  }
+}
