@@ -70,6 +70,31 @@ echo
 sweep cluster-1024 --topology configs/cluster-1024.json --size "$size" --algo ring,tree,hier \
   --chunks "$cluster_chunks"
 
+echo "== Summary (ConvNeXt-Tiny gradients, $size bytes)"
+"$python" - "$out/t4x4.csv" "$out/cluster-1024.csv" "$size" <<'PY' || status=3
+import csv, os, sys
+size = sys.argv[3]
+def points(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return [r for r in csv.DictReader(f) if r["time_us"] and r["size_bytes"] == size]
+t4 = points(sys.argv[1])
+naive = [r for r in t4 if r["algo"] == "naive"]
+ring = sorted((r for r in t4 if r["algo"] == "ring"), key=lambda r: float(r["time_us"]))
+if naive and ring:
+    n, b = float(naive[0]["time_us"]), ring[0]
+    print(f"4xT4: naive {n / 1e3:.2f} ms; pipelined ring is fastest at k = {b['chunks']}: "
+          f"{float(b['time_us']) / 1e3:.2f} ms, {n / float(b['time_us']):.2f}x faster")
+cluster = sorted(points(sys.argv[2]), key=lambda r: float(r["time_us"]))
+if cluster:
+    b = cluster[0]
+    line = ", ".join(f"{r['algo']} k={r['chunks']} {float(r['time_us']) / 1e3:.2f} ms"
+                     for r in cluster)
+    print(f"1024 GPUs: fastest {b['algo']} with k = {b['chunks']} ({line})")
+PY
+echo
+
 echo "== Plots"
 for name in t4x4 cluster-1024; do
   if [ -s "$out/$name.csv" ]; then
