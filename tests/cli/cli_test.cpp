@@ -137,8 +137,8 @@ TEST_CASE("an algorithm that does not fit the collective is refused, not replace
           "[cli][errors]") {
   // A double binary tree has no all-to-all; hierarchical needs servers and the switch file has
   // none. The generator's message passes through with exit status 2 and no result.
-  for (const std::string args : {"run " + kFour + " --collective alltoall --algo tree --size 1MiB",
-                                 "run " + kFour + " --algo hier --size 1MiB"}) {
+  for (const std::string& args : {"run " + kFour + " --collective alltoall --algo tree --size 1MiB",
+                                  "run " + kFour + " --algo hier --size 1MiB"}) {
     const auto r = run_cli(args);
     INFO(args << "\n" << r.out << r.err);
     CHECK(r.status == 2);
