@@ -50,9 +50,14 @@ done
 
 # Only the architecture of the local GPU is compiled, which halves the CUDA build time.
 arch=native
+nvidia-smi -L >/dev/null 2>&1 || arch="75;90"
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
 say "configure (CUDA ON, architectures $arch)"
 if ! cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOLLSIM_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=$arch -DCOLLSIM_BUILD_BENCH=OFF "${prefix_args[@]}" \
+  "-DCMAKE_CUDA_ARCHITECTURES=$arch" -DCOLLSIM_BUILD_BENCH=OFF "${launcher[@]}" "${prefix_args[@]}" \
   >"$out/configure.log" 2>&1; then
   say "FAILED: configure (see configure.log; missing libraries? set COLLSIM_DEPS_DEBS)"
   tail -20 "$out/configure.log"
