@@ -97,6 +97,7 @@ int main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     const sched::Plan plan = sched::generate(router, request);
     const double generate_s = seconds_since(t0);
+    const double plan_rss = peak_rss_mib();
 
     std::vector<double> walls, cpus;
     sim::Result result;
@@ -128,16 +129,24 @@ int main(int argc, char** argv) {
     const std::string versus =
         jitter ? std::string("n/a") : fmt::format("{:.1e}", std::abs(result.time - model) / model);
 
+    // The engine's own per-op state (sim/engine.cpp): pending count 4, state 1, next op on the
+    // stream 4 and successor offset 4 bytes per op, plus 4 bytes per dependency.
+    const double engine_mib =
+        (13.0 * static_cast<double>(plan.num_ops()) + 4.0 * static_cast<double>(plan.num_deps())) /
+        (1024.0 * 1024.0);
+
     if (header)
       std::printf(
           "| GPUs | size | k | ops | events | generate s | simulate wall s | simulate CPU s | "
-          "of which setup s | events/s (CPU) | peak RSS MiB | simulated time | vs closed form |\n"
-          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+          "of which setup s | events/s (CPU) | RSS with plan MiB | engine arrays MiB | "
+          "peak RSS MiB | simulated time | vs closed form |\n"
+          "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     std::printf(
-        "| %u | %s | %u | %zu | %llu | %.3f | %.3f | %.3f | %.3f | %.3g | %.0f | %s | %s |\n", gpus,
-        format_size(request.size).c_str(), chunks, plan.num_ops(),
+        "| %u | %s | %u | %zu | %llu | %.3f | %.3f | %.3f | %.3f | %.3g | %.0f | %.0f | %.0f | %s "
+        "| %s |\n",
+        gpus, format_size(request.size).c_str(), chunks, plan.num_ops(),
         static_cast<unsigned long long>(result.events), generate_s, wall, cpu, setup_cpu,
-        static_cast<double>(result.events) / cpu, peak_rss_mib(),
+        static_cast<double>(result.events) / cpu, plan_rss, engine_mib, peak_rss_mib(),
         format_duration(result.time).c_str(), versus.c_str());
     return 0;
   } catch (const std::exception& e) {
