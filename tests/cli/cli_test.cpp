@@ -133,7 +133,7 @@ TEST_CASE("bad values exit with status 2 and say what to do", "[cli][errors]") {
   }
 }
 
-TEST_CASE("an algorithm that does not fit the collective is refused, not replaced",
+TEST_CASE("an algorithm that does not fit the collective is refused and not replaced",
           "[cli][errors]") {
   // A double binary tree has no all-to-all; hierarchical needs servers and the switch file has
   // none. The generator's message passes through with exit status 2 and no result.
@@ -178,7 +178,7 @@ TEST_CASE("sweeps of the shipped configs give the same CSV with 1 and 2 threads"
   }
 }
 
-TEST_CASE("sweep rows come in input order: chunks fastest, then sizes, then algorithms",
+TEST_CASE("sweep rows come in input order: chunks fastest then sizes then algorithms",
           "[cli][sweep]") {
   const auto r = run_cli("sweep " + kFour +
                          " --algo ring,direct --size 1KiB,4KiB --chunks 2,1 --format csv --no-wall "
@@ -221,7 +221,7 @@ TEST_CASE("the progress bar shows done/total and time left on request", "[cli][s
   CHECK_THAT(shown.err, Catch::Contains("2/2 points") && Catch::Contains("left"));
 }
 
-TEST_CASE("--algo auto says what it picked and the runner-up", "[cli][auto]") {
+TEST_CASE("run with --algo auto says what it picked and the runner-up", "[cli][auto]") {
   const auto r = run_cli("run " + kFour + " --algo auto --size 4MiB");
   INFO(r.err);
   REQUIRE(r.status == 0);
@@ -229,7 +229,7 @@ TEST_CASE("--algo auto says what it picked and the runner-up", "[cli][auto]") {
                         Catch::Contains("chunks      auto (free"));
 }
 
-TEST_CASE("--trace writes a Chrome trace of the simulated run", "[cli][trace]") {
+TEST_CASE("run with --trace writes a Chrome trace of the simulated run", "[cli][trace]") {
   const auto path = scratch_dir() / "run.trace.json";
   const auto r = run_cli("run " + kTwo + " --size 1MiB --chunks 2 --trace " + path.string());
   INFO(r.err);
@@ -240,7 +240,7 @@ TEST_CASE("--trace writes a Chrome trace of the simulated run", "[cli][trace]") 
   CHECK(trace["traceEvents"].size() > 0);
 }
 
-TEST_CASE("--calibration replaces the parameters of matching GPUs and says so",
+TEST_CASE("run with --calibration replaces the parameters of matching GPUs and says so",
           "[cli][calibration]") {
   // A quick host calibration (threads and memcpy) stands in for a GPU's; its model "*" matches
   // every GPU, so both GPUs of the file take its parameters.

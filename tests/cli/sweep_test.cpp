@@ -33,13 +33,14 @@ topo::Topology two_gpus_and_a_cpu() {
 
 }  // namespace
 
-TEST_CASE("auto searches k = 1, 2, 4, ..., 64 within the element count", "[cli][sweep]") {
+TEST_CASE("auto searches k = 1 2 4 ... 64 within the element count", "[cli][sweep]") {
   CHECK(auto_chunk_counts(1) == std::vector<std::uint32_t>{1});
   CHECK(auto_chunk_counts(5) == std::vector<std::uint32_t>{1, 2, 4});
   CHECK(auto_chunk_counts(1000) == std::vector<std::uint32_t>{1, 2, 4, 8, 16, 32, 64});
 }
 
-TEST_CASE("model terms: copy bytes over the copy path, sent bytes over the route", "[cli][sweep]") {
+TEST_CASE("model terms: copy bytes over the copy path and sent bytes over the route",
+          "[cli][sweep]") {
   const topo::Topology t = two_gpus_and_a_cpu();
   const topo::Router router(t);
   sched::Plan plan;
@@ -96,7 +97,7 @@ TEST_CASE("requests check the size against the dtype and k against the element c
   CHECK(request.chunks == 2);
 }
 
-TEST_CASE("a failing point is a row with an error, not an exception", "[cli][sweep]") {
+TEST_CASE("a failing point is a row with an error and not an exception", "[cli][sweep]") {
   const topo::Topology t = two_gpus_and_a_cpu();
   const topo::Router router(t);
   Context context;

@@ -84,7 +84,7 @@ TEST_CASE("bad ranges are refused", "[cli][values]") {
              Catch::Contains("more than") && Catch::Contains("coarser"));
 }
 
-TEST_CASE("names: algorithms, collectives, data types", "[cli][values]") {
+TEST_CASE("names of algorithms and collectives and data types", "[cli][values]") {
   const auto algos = parse_algo_list("ring,tree,hier,auto", "--algo");
   REQUIRE(algos.size() == 4);
   CHECK(*algos[0] == sched::Algorithm::ring);
@@ -103,7 +103,7 @@ TEST_CASE("names: algorithms, collectives, data types", "[cli][values]") {
   CHECK_THAT(error_of([] { parse_dtype("fp64", "--dtype"); }), Catch::Contains("fp32, fp16, bf16"));
 }
 
-TEST_CASE("ranks by index, range and name", "[cli][values]") {
+TEST_CASE("ranks by index or range or name", "[cli][values]") {
   topo::Topology t;
   for (int i = 0; i < 4; ++i) {
     topo::Node gpu;
