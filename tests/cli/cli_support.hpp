@@ -29,15 +29,19 @@ inline std::string read_file(const std::filesystem::path& p) {
   return s.str();
 }
 
-// A scratch folder for one test process; removed by nobody, it lives under the system temp dir.
+// A scratch folder for one test process under the system temp dir, removed when it exits.
 inline std::filesystem::path scratch_dir() {
-  static const std::filesystem::path dir = [] {
-    auto d =
+  struct Scratch {
+    std::filesystem::path dir =
         std::filesystem::temp_directory_path() / ("collsim-cli-test-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
+    Scratch() { std::filesystem::create_directories(dir); }
+    ~Scratch() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  };
+  static const Scratch scratch;
+  return scratch.dir;
 }
 
 // `args` is a shell fragment appended to the binary's path; the working directory is the
