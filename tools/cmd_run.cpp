@@ -46,6 +46,7 @@ struct RunOptions {
   std::string terms;
   bool chunks_given = false;  // --chunks typed; "--algo auto" alone leaves k free as well
   bool no_wall = false;
+  std::string auto_search = "full";
   bool progress = false;
   unsigned jobs = 0;
   std::size_t max_points = kDefaultMaxPoints;
@@ -82,6 +83,10 @@ void add_common_options(CLI::App& cmd, RunOptions& o, bool sweep) {
   cmd.add_option("--csv", o.csv,
                  "Also write the rows as CSV to this file, whatever --format prints (with "
                  "--no-wall, wall_s is 0 there too)");
+  cmd.add_option("--auto-search", o.auto_search,
+                 "How auto searches k: full (every k of 1,2,4,...,64) or fast (for each "
+                 "algorithm, stop at the first k slower than the one before)")
+      ->capture_default_str();
   cmd.add_flag("--no-wall", o.no_wall,
                "Print 0 for wall_s, the only non-deterministic column, for byte-identical output");
 }
@@ -99,6 +104,13 @@ T single(const std::vector<T>& values, const std::string& option, const std::str
 
 std::string topology_label(const topo::Topology& t, const std::string& path) {
   return t.name().empty() ? std::filesystem::path(path).stem().string() : t.name();
+}
+
+bool parse_auto_search(const std::string& text) {
+  if (text == "full") return false;
+  if (text == "fast") return true;
+  throw InputError("", "--auto-search",
+                   fmt::format("unknown search \"{}\"; expected full or fast", text));
 }
 
 std::string plural(std::size_t n, const char* word) {
@@ -148,8 +160,11 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
                               o.algo.find("auto") != std::string::npos
                                   ? " (free: every algorithm that fits is tried)"
                                   : ""));
-  lines.push_back(fmt::format("chunks      {}{}", o.chunks,
-                              o.chunks == "auto" ? " (free: k = 1, 2, 4, ..., 64 are tried)" : ""));
+  lines.push_back(fmt::format(
+      "chunks      {}{}", o.chunks,
+      o.chunks.find("auto") == std::string::npos ? ""
+      : o.auto_search == "fast" ? " (free: k = 1, 2, 4, ..., 64 tried upwards until the time rises)"
+                                : " (free: k = 1, 2, 4, ..., 64 are tried)"));
   lines.push_back(fmt::format("size        {}", o.size));
   lines.push_back(fmt::format("dtype       {}", o.dtype));
   if (!o.nranks.empty()) lines.push_back(fmt::format("nranks      {}", o.nranks));
@@ -161,6 +176,7 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
   if (!o.nranks.empty()) again += fmt::format(" --nranks {}", o.nranks);
   if (o.root != 0) again += fmt::format(" --root {}", o.root);
   if (!o.calibration.empty()) again += fmt::format(" --calibration {}", o.calibration);
+  if (o.auto_search != "full") again += fmt::format(" --auto-search {}", o.auto_search);
   lines.push_back(fmt::format("reproduce   {}", again));
   return lines;
 }
@@ -276,6 +292,7 @@ void run_command(const RunOptions& o) {
   context.router = loaded->router.get();
   context.ranks = loaded->ranks;
   context.root = o.root;
+  context.fast_auto = parse_auto_search(o.auto_search);
   const std::string name = topology_label(loaded->topology, o.topology);
 
   Evaluation ev = evaluate_or_throw(context, point, name);
@@ -343,6 +360,7 @@ void sweep_command(const RunOptions& o) {
   context.ranks = loaded->ranks;
   context.root = o.root;
   context.model_terms = !o.terms.empty();
+  context.fast_auto = parse_auto_search(o.auto_search);
   const std::string name = topology_label(loaded->topology, o.topology);
 
   Output out(o.out);

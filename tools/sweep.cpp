@@ -156,11 +156,18 @@ Evaluation evaluate_or_throw(const Context& context, const Point& point,
     }
     std::optional<Simulated> best;
     for (sched::Algorithm a : algorithms) {
+      std::optional<double> previous;
       for (std::uint32_t k : ks) {
         Candidate c{std::string(sched::to_string(a)), k, 0, {}};
         try {
           const Simulated s = simulate_one(context, point, a, k);
           c.time = s.time;
+          const bool rising = previous && s.time > *previous;
+          previous = s.time;
+          if (rising && context.fast_auto && point.chunks == kAutoChunks) {
+            ev.candidates.push_back(std::move(c));
+            break;
+          }
           if (!best || s.time < best->time) {
             best = s;
             row.algo = c.algo;

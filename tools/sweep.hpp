@@ -31,6 +31,10 @@ struct Context {
   std::vector<topo::NodeId> ranks;  // the selected GPUs, rank order
   sched::RankId root = 0;
   bool model_terms = false;  // also compute the copy and link terms of each plan (for plots)
+  // Auto searches of k stop, for each algorithm, at the first k slower than the one before
+  // (--auto-search fast). Exact when time against k falls then rises, as the α-β forms of the
+  // pipelined schedules do; the default tries every k.
+  bool fast_auto = false;
 };
 
 // The α-β terms of a plan, without overlap or contention: for each rank the bytes it copies over

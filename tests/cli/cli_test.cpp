@@ -229,6 +229,21 @@ TEST_CASE("run with --algo auto says what it picked and the runner-up", "[cli][a
                         Catch::Contains("chunks      auto (free"));
 }
 
+TEST_CASE("the fast auto search picks what the full one picks on the shipped DGX", "[cli][auto]") {
+  // Time against k falls then rises for these schedules, so stopping at the first rise loses
+  // nothing; the rows (pick, time, events) must be identical.
+  const std::string args =
+      "sweep --topology configs/dgx-h100.json --algo auto --size 64KiB,4MiB,256MiB --format csv "
+      "--no-wall --auto-search ";
+  const auto full = run_cli(args + "full");
+  const auto fast = run_cli(args + "fast");
+  INFO(full.err << fast.err);
+  REQUIRE(full.status == 0);
+  REQUIRE(fast.status == 0);
+  CHECK(csv_rows(full.out).size() == 4);
+  CHECK(full.out == fast.out);
+}
+
 TEST_CASE("run with --trace writes a Chrome trace of the simulated run", "[cli][trace]") {
   const auto path = scratch_dir() / "run.trace.json";
   const auto r = run_cli("run " + kTwo + " --size 1MiB --chunks 2 --trace " + path.string());
