@@ -44,7 +44,9 @@ struct RunOptions {
   std::string out;
   std::string csv;
   std::string terms;
-  bool chunks_given = false;  // --chunks typed; "--algo auto" alone leaves k free as well
+  bool chunks_given = false;
+  bool chunks_free_for_auto = false;  // echo only: "--algo ring,auto" without --chunks  // --chunks
+                                      // typed; "--algo auto" alone leaves k free as well
   bool no_wall = false;
   std::string auto_search = "full";
   bool progress = false;
@@ -160,18 +162,24 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
                               o.algo.find("auto") != std::string::npos
                                   ? " (free: every algorithm that fits is tried)"
                                   : ""));
-  lines.push_back(fmt::format(
-      "chunks      {}{}", o.chunks,
-      o.chunks.find("auto") == std::string::npos ? ""
-      : o.auto_search == "fast" ? " (free: k = 1, 2, 4, ..., 64 tried upwards until the time rises)"
-                                : " (free: k = 1, 2, 4, ..., 64 are tried)"));
+  const std::string search = o.auto_search == "fast"
+                                 ? "k = 1, 2, 4, ..., 64 tried upwards until the time rises"
+                                 : "k = 1, 2, 4, ..., 64 are tried";
+  if (o.chunks == "auto")
+    lines.push_back(fmt::format("chunks      auto (free: {})", search));
+  else if (o.chunks_free_for_auto)
+    lines.push_back(fmt::format("chunks      {}; free for --algo auto ({})", o.chunks, search));
+  else
+    lines.push_back(fmt::format("chunks      {}", o.chunks));
   lines.push_back(fmt::format("size        {}", o.size));
   lines.push_back(fmt::format("dtype       {}", o.dtype));
   if (!o.nranks.empty()) lines.push_back(fmt::format("nranks      {}", o.nranks));
   lines.push_back(fmt::format("calibration {}", calibration_note));
-  std::string again = fmt::format(
-      "collsim {} --topology {} --collective {} --algo {} --size {} --chunks {} --dtype {}",
-      command, o.topology, o.collective, o.algo, o.size, o.chunks, o.dtype);
+  // Without --chunks, "--algo ring,auto" leaves k free for auto only; the line keeps that.
+  std::string again =
+      fmt::format("collsim {} --topology {} --collective {} --algo {} --size {}{} --dtype {}",
+                  command, o.topology, o.collective, o.algo, o.size,
+                  o.chunks_free_for_auto ? std::string() : " --chunks " + o.chunks, o.dtype);
   if (!o.ranks.empty()) again += fmt::format(" --ranks {}", o.ranks);
   if (!o.nranks.empty()) again += fmt::format(" --nranks {}", o.nranks);
   if (o.root != 0) again += fmt::format(" --root {}", o.root);
@@ -380,8 +388,12 @@ void sweep_command(const RunOptions& o) {
     csv_writer->begin({});
   }
   RunOptions echo = o;
-  if (!o.chunks_given && std::any_of(algos.begin(), algos.end(), [](auto a) { return !a; }))
-    echo.chunks = algos.size() == 1 ? "auto" : "1 (auto for --algo auto)";
+  if (!o.chunks_given && std::any_of(algos.begin(), algos.end(), [](auto a) { return !a; })) {
+    if (algos.size() == 1)
+      echo.chunks = "auto";
+    else
+      echo.chunks_free_for_auto = true;
+  }
   writer.begin(
       echo_lines("sweep", echo, loaded->topology, loaded->ranks, loaded->calibration_note));
 
