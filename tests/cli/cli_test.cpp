@@ -244,6 +244,26 @@ TEST_CASE("the fast auto search picks what the full one picks on the shipped DGX
   CHECK(full.out == fast.out);
 }
 
+TEST_CASE("the reproduce line of a table gives the same table", "[cli][golden]") {
+  for (const std::string& args :
+       {"run " + kFour + " --algo auto --size 4MiB --ranks 3,1,0",
+        "sweep " + kFour + " --algo ring,auto --size 1KiB:1MiB:x32 --nranks 2,4 --jobs 2",
+        "run " + kTwo + " --collective broadcast --root 1 --size 1MB --chunks 4 --dtype bf16"}) {
+    const auto first = run_cli(args);
+    INFO(args << "\n" << first.out << first.err);
+    REQUIRE(first.status == 0);
+    const std::string marker = "# reproduce   collsim ";
+    const auto at = first.out.find(marker);
+    REQUIRE(at != std::string::npos);
+    const auto end = first.out.find('\n', at);
+    const std::string again = first.out.substr(at + marker.size(), end - at - marker.size());
+    const auto second = run_cli(again);
+    INFO(again << "\n" << second.err);
+    CHECK(second.status == 0);
+    CHECK(second.out == first.out);
+  }
+}
+
 TEST_CASE("run with --trace writes a Chrome trace of the simulated run", "[cli][trace]") {
   const auto path = scratch_dir() / "run.trace.json";
   const auto r = run_cli("run " + kTwo + " --size 1MiB --chunks 2 --trace " + path.string());
