@@ -114,18 +114,9 @@ std::string read_text_file(const std::string& path) {
 }
 
 namespace {
-// Real inputs nest a few levels; each open level keeps its JSON pointer, so a hostile file of
-// 100000 brackets would cost memory quadratic in its depth.
+// Real inputs nest a few levels; a hostile file of 100000 brackets must not cost memory or time
+// in proportion to its depth at every level.
 constexpr std::size_t kMaxDepth = 256;
-struct TooDeep {};
-
-struct Frame {
-  bool is_array = false;
-  std::size_t index = 0;
-  std::string key;  // object: the last key read
-  std::set<std::string> keys;
-  std::string ptr;
-};
 
 std::pair<std::size_t, std::size_t> line_column(std::string_view text, std::size_t byte) {
   std::size_t line = 1, column = 1;
@@ -139,6 +130,83 @@ std::pair<std::size_t, std::size_t> line_column(std::string_view text, std::size
   }
   return {line, column};
 }
+
+// A first pass over the text without building anything: syntax errors with their position, keys
+// that appear twice in one object (nlohmann keeps only the last, and a silently dropped
+// parameter is worse than an error) and excessive nesting. nlohmann's callback parser would do
+// the same in one pass but is quadratic in the length of an array of objects (3.11.2).
+class Precheck : public json::json_sax_t {
+ public:
+  explicit Precheck(DiagnosticSink& sink) : sink_(sink) {}
+  bool too_deep = false;
+  bool syntax_error = false;
+  std::size_t error_byte = 0;
+  std::string error_message;
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return open(false); }
+  bool start_array(std::size_t) override { return open(true); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    Frame& top = stack_.back();
+    top.key = k;
+    if (!top.keys.insert(k).second)
+      sink_.error(pointer(path(), k),
+                  fmt::format("key \"{}\" appears twice in the same object; keep one", k));
+    return true;
+  }
+  bool parse_error(std::size_t position, const std::string&,
+                   const nlohmann::detail::exception& ex) override {
+    syntax_error = true;
+    error_byte = position;
+    error_message = ex.what();
+    return false;
+  }
+
+ private:
+  struct Frame {
+    bool is_array = false;
+    std::size_t index = 0;
+    std::string key;             // the last key read, in an object
+    std::set<std::string> keys;  // every key read, in an object
+    std::string name_in_parent;  // this container's pointer component
+  };
+  bool value() {
+    if (!stack_.empty() && stack_.back().is_array) ++stack_.back().index;
+    return true;
+  }
+  bool open(bool is_array) {
+    if (stack_.size() >= kMaxDepth) {
+      too_deep = true;
+      return false;
+    }
+    Frame f;
+    f.is_array = is_array;
+    if (!stack_.empty())
+      f.name_in_parent =
+          stack_.back().is_array ? std::to_string(stack_.back().index) : stack_.back().key;
+    stack_.push_back(std::move(f));
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return value();
+  }
+  std::string path() const {  // pointer of the innermost open container
+    std::string out;
+    for (std::size_t i = 1; i < stack_.size(); ++i) out = pointer(out, stack_[i].name_in_parent);
+    return out;
+  }
+  DiagnosticSink& sink_;
+  std::vector<Frame> stack_;
+};
 }  // namespace
 
 std::optional<json> parse_document(std::string_view text, DiagnosticSink& sink) {
@@ -152,54 +220,17 @@ std::optional<json> parse_document(std::string_view text, DiagnosticSink& sink) 
     sink.error("", "looks like a binary file (it contains NUL bytes); expected JSON text");
     return std::nullopt;
   }
-  // The callback sees keys as they are read: nlohmann keeps only the last of duplicate keys, and
-  // a silently dropped parameter is worse than an error.
-  std::vector<Frame> stack;
-  const auto child_ptr = [&]() -> std::string {
-    if (stack.empty()) return "";
-    const Frame& top = stack.back();
-    return top.is_array ? pointer(top.ptr, top.index) : pointer(top.ptr, top.key);
-  };
-  const auto element_done = [&] {
-    if (!stack.empty() && stack.back().is_array) ++stack.back().index;
-  };
-  json::parser_callback_t callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start: {
-        if (stack.size() >= kMaxDepth) throw TooDeep{};
-        Frame f;
-        f.is_array = event == json::parse_event_t::array_start;
-        f.ptr = child_ptr();
-        stack.push_back(std::move(f));
-        break;
-      }
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        if (!stack.empty()) stack.pop_back();
-        element_done();
-        break;
-      case json::parse_event_t::key:
-        if (!stack.empty() && parsed.is_string()) {
-          Frame& top = stack.back();
-          top.key = parsed.get<std::string>();
-          if (!top.keys.insert(top.key).second)
-            sink.error(
-                pointer(top.ptr, top.key),
-                fmt::format("key \"{}\" appears twice in the same object; keep one", top.key));
-        }
-        break;
-      case json::parse_event_t::value:
-        element_done();
-        break;
-    }
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), callback, true, false);
-  } catch (const json::parse_error& e) {
-    const auto [line, column] = line_column(text, e.byte == 0 ? 0 : e.byte - 1);
-    std::string message = e.what();
+  Precheck check(sink);
+  json::sax_parse(text.begin(), text.end(), &check, json::input_format_t::json, true, false);
+  if (check.too_deep) {
+    sink.error("", fmt::format("arrays and objects are nested more than {} levels deep; expected "
+                               "a few levels (check for unbalanced brackets)",
+                               kMaxDepth));
+    return std::nullopt;
+  }
+  if (check.syntax_error) {
+    const auto [line, column] = line_column(text, check.error_byte == 0 ? 0 : check.error_byte - 1);
+    std::string message = check.error_message;
     // nlohmann's text is "[json.exception.parse_error.101] parse error at line L, column C: why".
     if (const auto at = message.find("column "); at != std::string::npos) {
       if (const auto colon = message.find(": ", at); colon != std::string::npos)
@@ -207,22 +238,15 @@ std::optional<json> parse_document(std::string_view text, DiagnosticSink& sink) 
     }
     sink.error(fmt::format("line {}, column {}", line, column),
                "invalid JSON: " + message +
-                   "; expected a JSON object (check commas, quotes and "
-                   "brackets near this position)");
+                   "; expected a JSON object (check commas, quotes and brackets near this "
+                   "position)");
     return std::nullopt;
-  } catch (const json::out_of_range& e) {
-    // nlohmann reports a number beyond the range of a double (1e999) this way, not as a parse
-    // error.
-    std::string message = e.what();
-    if (const auto end = message.find("] "); end != std::string::npos)
-      message = message.substr(end + 2);
-    sink.error("", "invalid JSON: " + message + "; numbers must fit in a double");
-    return std::nullopt;
-  } catch (const TooDeep&) {
-    sink.error("", fmt::format("arrays and objects are nested more than {} levels deep; expected "
-                               "a few levels (check for unbalanced brackets)",
-                               kMaxDepth));
-    return std::nullopt;
+  }
+  try {
+    return json::parse(text.begin(), text.end(), nullptr, true, false);
+  } catch (const json::exception& e) {
+    // The first pass accepted the text, so this is not the user's doing.
+    throw InternalError(std::string("JSON parser disagrees with its first pass: ") + e.what());
   }
 }
 
