@@ -137,7 +137,12 @@ class Engine {
   std::vector<double> flow_start_;  // when the flow was created (a copy's engine taken)
 
   std::vector<CopyEngines> engines_;  // by NodeId
-  std::vector<std::pair<ResourceId, double>> capacity_changes_;
+  struct AppliedChange {
+    ResourceId resource;
+    double bandwidth;
+    double time;
+  };
+  std::vector<AppliedChange> capacity_changes_;
   std::vector<double> background_end_;
   std::vector<const topo::Route*> background_routes_;
 
@@ -568,19 +573,24 @@ void Engine::flow_done(FlowId f) {
 
 void Engine::report_stuck() const {
   const auto n = plan_.num_ops();
-  // A flow that can never drain: some resource on its way has no bandwidth left.
+  // A plan flow that can never drain: a link on its way failed for good. (A stalled background
+  // flow holds up nothing of the plan, so it is not the cause.)
   for (FlowId f = 0; f < flows_.num_flow_slots(); ++f) {
     if (!flows_.active(f) || flows_.finish_time(f) < kUnlimited) continue;
+    if (flow_owner_[f] == Owner::background) continue;
     std::string dead = "a resource on its way";
-    for (ResourceId r : flows_.resources(f))
-      if (flows_.capacity(r) <= 0) dead = fmt::format("'{}'", map_.name(topo_, r));
-    const std::string who = flow_owner_[f] == Owner::background
-                                ? fmt::format("background flow {}", flow_index_[f])
-                                : describe(flow_index_[f]);
+    double since = 0;
+    for (ResourceId r : flows_.resources(f)) {
+      if (flows_.capacity(r) > 0) continue;
+      dead = fmt::format("link '{}'", map_.name(topo_, r));
+      for (const AppliedChange& c : capacity_changes_)
+        if (c.resource == r && c.bandwidth == 0 && c.time <= now_) since = std::max(since, c.time);
+    }
     throw InputError(options_.plan_file, fmt::format("/ops/{}", flow_index_[f]),
-                     fmt::format("{} can never finish: {} has no bandwidth from {} s on and "
-                                 "its capacity trace never restores it",
-                                 who, dead, now_));
+                     fmt::format("{} can never finish: {} has no bandwidth from {} s on and the "
+                                 "capacity trace never restores it; add a recovery or route "
+                                 "around the link",
+                                 describe(flow_index_[f]), dead, since));
   }
   // Otherwise the remaining ops wait on each other. Follow what each one waits for until an op
   // repeats: that cycle is the deadlock.
@@ -686,7 +696,7 @@ Result Engine::run() {
     for (const auto& c : sorted) {
       queue_.push(c.time, EventKind::capacity_change,
                   static_cast<std::uint32_t>(capacity_changes_.size()));
-      capacity_changes_.emplace_back(map_.link(trace.link), c.bandwidth);
+      capacity_changes_.push_back(AppliedChange{map_.link(trace.link), c.bandwidth, c.time});
     }
   }
   background_end_.assign(options_.background.size(), kUnlimited);
@@ -733,7 +743,8 @@ Result Engine::run() {
         flow_done(e.id);
         break;
       case EventKind::capacity_change:
-        flows_.set_capacity(capacity_changes_[e.id].first, capacity_changes_[e.id].second, now_);
+        flows_.set_capacity(capacity_changes_[e.id].resource, capacity_changes_[e.id].bandwidth,
+                            now_);
         schedule_rescheduled();
         break;
       case EventKind::background_start: {

@@ -54,7 +54,8 @@ TEST_CASE("a failed link stalls its flows until it recovers", "[sim][dynamics]")
     sim::Options dead;
     dead.capacity.push_back(sim::CapacityTrace{line.link, {{0.5, 0}}});
     CHECK_THROWS_WITH(sim::simulate(router, plan, dead),
-                      Catch::Contains("gpu0->gpu1") && Catch::Contains("never"));
+                      Catch::Contains("op 0 (rank 0, stream 0, send to rank 1)") &&
+                          Catch::Contains("gpu0->gpu1") && Catch::Contains("from 0.5 s"));
   }
 }
 
