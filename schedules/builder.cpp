@@ -1,5 +1,6 @@
 #include "schedules/builder.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "topology/error.hpp"
@@ -19,6 +20,14 @@ std::vector<Piece> split(Piece whole, std::uint32_t parts, std::size_t element) 
     at += n;
   }
   return out;
+}
+
+Piece nth_piece(Piece whole, std::uint32_t parts, std::uint32_t i, std::size_t element) {
+  const Bytes elements = whole.bytes / element;
+  const Bytes base = elements / parts;
+  const Bytes extra = elements % parts;
+  const Bytes before = base * i + std::min<Bytes>(i, extra);
+  return Piece{whole.offset + before * element, (base + (i < extra ? 1 : 0)) * element};
 }
 
 Lanes Lanes::channel(std::uint32_t index) {

@@ -20,6 +20,8 @@ struct Piece {
 // Splits [offset, offset + bytes) into `parts` ranges of whole elements; the first
 // (elements % parts) ranges hold one element more. Empty ranges are kept so indices line up.
 std::vector<Piece> split(Piece whole, std::uint32_t parts, std::size_t element);
+// split(whole, parts, element)[i] in O(1).
+Piece nth_piece(Piece whole, std::uint32_t parts, std::uint32_t i, std::size_t element);
 
 // The streams one logical channel of a rank uses. Each role gets its own stream so that a
 // chunk's copy, transfer and reduction overlap with its neighbours' (pipelining); the naive

@@ -101,10 +101,10 @@ void direct(Builder& b, const Job& job) {
     case Collective::reduce_scatter: {
       gather_reduce(
           b, job, all,
-          [&](RankId q, std::uint32_t c) { return split(segs[q], job.k, job.element)[c]; },
+          [&](RankId q, std::uint32_t c) { return nth_piece(segs[q], job.k, c, job.element); },
           [&](RankId q, std::uint32_t c) {
             return Region{BufferId::output,
-                          split(segs[q], job.k, job.element)[c].offset - segs[q].offset};
+                          nth_piece(segs[q], job.k, c, job.element).offset - segs[q].offset};
           });
       return;
     }

@@ -90,9 +90,9 @@ void ring_allgather_phase(Builder& b, const Job& job, RankId lead,
 }
 
 void ring_allreduce(Builder& b, const Job& job) {
+  const auto segs = split({0, job.n}, job.p, job.element);
   auto hold = ring_reduce_scatter(b, job, 0, false, [&](RankId, RankId seg, std::uint32_t c) {
-    const auto segs = split({0, job.n}, job.p, job.element);
-    return Region{BufferId::output, split(segs[seg], job.k, job.element)[c].offset};
+    return Region{BufferId::output, nth_piece(segs[seg], job.k, c, job.element).offset};
   });
   ring_allgather_phase(b, job, 1, std::move(hold));
 }
@@ -101,7 +101,7 @@ void ring_reduce_scatter_collective(Builder& b, const Job& job) {
   // Each rank's output is its own segment, so partial sums live in scratch.
   const auto segs = split({0, job.n}, job.p, job.element);
   ring_reduce_scatter(b, job, 1, true, [&](RankId, RankId seg, std::uint32_t c) {
-    const Piece piece = split(segs[seg], job.k, job.element)[c];
+    const Piece piece = nth_piece(segs[seg], job.k, c, job.element);
     return Region{BufferId::output, piece.offset - segs[seg].offset};
   });
 }

@@ -10,6 +10,7 @@
 // receives from both children, and sends to both, at once.
 #include <algorithm>
 #include <array>
+#include <deque>
 #include <set>
 #include <vector>
 
@@ -39,22 +40,70 @@ bool valid_pair(const BinaryTree& a, const BinaryTree& b) {
 
 }  // namespace
 
+// The first tree places rank i at position i, so its inner nodes are ranks 0..h-1 (h = p/2)
+// and its leaves h..p-1. The second tree is a heap too: its inner positions 0..h-1 take leaves
+// of the first (p-1, p-2, ...), and its leaf positions take the first tree's inner nodes (and,
+// for odd p, the one leaf left over). An inner node x of the first tree must not hang below one
+// of its own children there, or the two trees would share that edge: each leaf position forbids
+// exactly one x (the first-tree parent of the rank above it), so a greedy assignment with one
+// swap at the end always succeeds when it can. Edges between two leaves of the first tree are
+// never edges of it, so no other edge can be shared.
+namespace {
+
+// The second tree with the first tree's leaves taken in `order` for its inner positions (and
+// the last one, for odd p, as a leaf); empty ranks when the greedy assignment fails.
+BinaryTree second_tree(RankId p, const std::vector<RankId>& order) {
+  const RankId h = p / 2;
+  BinaryTree b;
+  b.ranks.assign(p, kNoRank);
+  for (RankId i = 0; i < h; ++i) b.ranks[i] = order[i];
+  std::deque<RankId> pool;
+  for (RankId x = 0; x < h; ++x) pool.push_back(x);
+  if (p % 2) pool.push_back(order[h]);
+  auto forbidden = [&](RankId j) {
+    const RankId above = b.ranks[(j - 1) / 2];
+    return above == 0 ? kNoRank : (above - 1) / 2;  // first-tree parent of `above`
+  };
+  for (RankId j = h; j < p; ++j) {
+    const RankId bad = forbidden(j);
+    if (pool.front() != bad) {
+      b.ranks[j] = pool.front();
+      pool.pop_front();
+    } else if (pool.size() > 1) {
+      b.ranks[j] = pool[1];
+      pool.erase(pool.begin() + 1);
+    } else {
+      // Only the forbidden node is left: swap it with an earlier leaf position that accepts it.
+      const RankId x = pool.front();
+      pool.pop_front();
+      bool placed = false;
+      for (RankId i = h; i < j && !placed; ++i) {
+        if (b.ranks[i] != bad && x != forbidden(i)) {
+          b.ranks[j] = b.ranks[i];
+          b.ranks[i] = x;
+          placed = true;
+        }
+      }
+      if (!placed) return {};
+    }
+  }
+  return b;
+}
+
+}  // namespace
+
 std::vector<BinaryTree> double_binary_tree(RankId p) {
   BinaryTree a;
   a.ranks.resize(p);
   for (RankId i = 0; i < p; ++i) a.ranks[i] = i;
-  // Candidates for the second tree, tried in a fixed order: the mirror image, then rotations,
-  // then mirrored rotations. The first that shares no inner node and no edge wins.
-  for (int mirror = 1; mirror >= 0; --mirror) {
-    for (RankId shift = 0; shift < p; ++shift) {
-      BinaryTree b;
-      b.ranks.resize(p);
-      for (RankId i = 0; i < p; ++i) {
-        const RankId base = mirror ? p - 1 - i : i;
-        b.ranks[i] = (base + shift) % p;
-      }
-      if (valid_pair(a, b)) return {a, b};
-    }
+  if (p < 4) return {a};
+  // Candidate orders of the first tree's leaves: descending, then ascending rotated by t.
+  const RankId h = p / 2, leaves = p - h;
+  for (RankId t = 0; t <= leaves; ++t) {
+    std::vector<RankId> order(leaves);
+    for (RankId i = 0; i < leaves; ++i) order[i] = t == 0 ? p - 1 - i : h + (i + t - 1) % leaves;
+    BinaryTree b = second_tree(p, order);
+    if (!b.ranks.empty() && valid_pair(a, b)) return {a, b};
   }
   return {a};
 }
