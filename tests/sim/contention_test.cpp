@@ -243,3 +243,35 @@ TEST_CASE("reductions on one GPU share its memory bandwidth", "[sim][contention]
   plan.add(reduce_op(0, s, 1));
   CHECK(sim::simulate(router, plan).time == Approx(1e-6 + 6.0 * 1e9 / 3e12).epsilon(1e-12));
 }
+
+TEST_CASE("waiting copies get the copy engine in readiness order, not op order",
+          "[sim][contention]") {
+  // One engine, d2h copies of s at P = 10 GB/s (0.1 s each).
+  //   op 0: delay 0.05 (stream 0), op 1: copy A after it -> ready at 0.05
+  //   op 2: copy B (stream 1)                             -> ready at 0, runs [0, 0.1]
+  //   op 3: delay 0.01 (stream 2), op 4: copy C after it -> ready at 0.01
+  // The queue holds C (ready 0.01) before A (ready 0.05): C runs [0.1, 0.2], A [0.2, 0.3].
+  topo::Topology t;
+  const auto g = add_gpu(t, "gpu0");
+  const auto c = add_node(t, "cpu0", topo::NodeKind::cpu);
+  t.node(g).copy_engines = 1;
+  add_duplex(t, g, c, 10e9, 0, topo::LinkKind::pcie);
+  topo::finalize(t);
+  topo::Router router(t);
+  sched::Plan plan;
+  plan.rank_gpu = {g};
+  const Bytes s = 1'000'000'000;
+  plan.add(timed_op(OpKind::delay, 0, 0.05, 0));
+  const auto a = plan.add(copy_op(0, BufferId::input, BufferId::host, s, 0));
+  const auto b = plan.add(copy_op(0, BufferId::input, BufferId::host, s, 1));
+  plan.add(timed_op(OpKind::delay, 0, 0.01, 2));
+  const auto cc = plan.add(copy_op(0, BufferId::input, BufferId::host, s, 2));
+  sim::Options o;
+  o.record_ops = true;
+  const auto r = sim::simulate(router, plan, o);
+  CHECK(r.ops[b].start == 0.0);
+  CHECK(r.ops[cc].start == Approx(0.1).epsilon(1e-12));
+  CHECK(r.ops[a].start == Approx(0.2).epsilon(1e-12));
+  CHECK(r.ops[a].ready == 0.05);
+  CHECK(r.time == Approx(0.3).epsilon(1e-12));
+}

@@ -46,6 +46,12 @@ TEST_CASE("a bare two-GPU transfer costs exactly latency + bytes / bandwidth", "
   CHECK(r.link_bytes[t.link + 1] == 0);
   // The link drains for s / b seconds; the latency phase does not occupy it.
   CHECK(r.link_busy[t.link] == Approx(static_cast<double>(s) / b).epsilon(1e-12));
+  // Utilisation = bytes / (capacity x time) = s / (b (l + s / b)); only the used link reports.
+  REQUIRE(r.resources.size() == 1);
+  CHECK(r.resources[0].kind == sim::ResourceKind::link);
+  CHECK(r.resources[0].index == t.link);
+  CHECK(r.resources[0].utilisation ==
+        Approx(static_cast<double>(s) / (b * (l + static_cast<double>(s) / b))).epsilon(1e-12));
 }
 
 TEST_CASE("a topology without parameters costs nothing", "[sim]") {
