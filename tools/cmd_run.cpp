@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "tools/commands.hpp"
+#include "tools/interrupt.hpp"
 #include "tools/progress.hpp"
 #include "tools/report.hpp"
 #include "tools/run_extras.hpp"
@@ -301,9 +302,16 @@ void run_command(const RunOptions& o) {
   context.ranks = loaded->ranks;
   context.root = o.root;
   context.fast_auto = parse_auto_search(o.auto_search);
+  context.cancel = install_interrupt_handler();
   const std::string name = topology_label(loaded->topology, o.topology);
 
-  Evaluation ev = evaluate_or_throw(context, point, name);
+  Evaluation ev;
+  try {
+    ev = evaluate_or_throw(context, point, name);
+  } catch (const Interrupted&) {
+    std::fprintf(stderr, "collsim: interrupted (Ctrl-C) before the simulation finished\n");
+    std::exit(kExitInterrupted);
+  }
   if (!o.trace.empty()) {
     const sched::PlanRequest request =
         make_request(context, point, *parse_algo(ev.row.algo, "--algo"), ev.row.chunks);
@@ -369,6 +377,7 @@ void sweep_command(const RunOptions& o) {
   context.root = o.root;
   context.model_terms = !o.terms.empty();
   context.fast_auto = parse_auto_search(o.auto_search);
+  context.cancel = install_interrupt_handler();
   const std::string name = topology_label(loaded->topology, o.topology);
 
   Output out(o.out);
@@ -399,6 +408,7 @@ void sweep_command(const RunOptions& o) {
 
   Progress progress(stderr, o.progress || Progress::stderr_is_terminal());
   std::size_t failed = 0;
+  std::size_t interrupted = 0;
   bool internal = false;
   // More threads than points, or than a thousand, would only cost memory.
   const unsigned jobs =
@@ -417,7 +427,9 @@ void sweep_command(const RunOptions& o) {
                           ev.row.chunks, format_number(ev.row.time * 1e6),
                           format_number(ev.terms.copy * 1e6), format_number(ev.terms.link * 1e6))
                   .c_str());
-        if (!ev.row.ok()) {
+        if (ev.interrupted) {
+          ++interrupted;
+        } else if (!ev.row.ok()) {
           ++failed;
           internal = internal || ev.internal_error;
           progress.finish();
@@ -428,6 +440,14 @@ void sweep_command(const RunOptions& o) {
       [&](std::size_t done, std::size_t all) { progress.update(done, all); });
   progress.finish();
   writer.end({});
+  if (interrupted > 0) {
+    std::fprintf(stderr,
+                 "collsim: interrupted (Ctrl-C): %zu of %zu points finished, %zu failed, %zu "
+                 "stopped or skipped (their rows have no numbers)\n",
+                 points.size() - interrupted - failed, points.size(), failed, interrupted);
+    std::fflush(nullptr);
+    std::exit(kExitInterrupted);
+  }
   if (failed > 0) {
     const std::string message =
         fmt::format("{} of {} points failed (listed above); every other row is complete", failed,

@@ -17,6 +17,10 @@
 namespace collsim::cli {
 namespace {
 
+bool cancelled(const Context& context) {
+  return context.cancel != nullptr && context.cancel->load(std::memory_order_relaxed);
+}
+
 struct Simulated {
   double time = 0;
   std::uint64_t events = 0;
@@ -27,7 +31,10 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
                        std::uint32_t chunks) {
   const sched::PlanRequest request = make_request(context, point, algorithm, chunks);
   const sched::Plan plan = sched::generate(*context.router, request);
-  const sim::Result result = sim::simulate(*context.router, plan);
+  sim::Options options;
+  options.cancel = context.cancel;
+  const sim::Result result = sim::simulate(*context.router, plan, options);
+  if (result.stop == sim::StopReason::cancelled) throw Interrupted();
   if (result.stop != sim::StopReason::finished)
     throw InternalError(fmt::format("simulation of {} k={} stopped early ({}) without a limit set",
                                     sched::to_string(algorithm), chunks,
@@ -199,7 +206,7 @@ Evaluation evaluate_or_throw(const Context& context, const Point& point,
 
 Evaluation evaluate(const Context& context, const Point& point, const std::string& topology_name) {
   const auto start = std::chrono::steady_clock::now();
-  auto failed = [&](std::string message, bool internal) {
+  auto failed = [&](std::string message, bool internal, bool interrupted = false) {
     Evaluation ev;
     Row& row = ev.row;
     row.collective = point.collective;
@@ -212,10 +219,14 @@ Evaluation evaluate(const Context& context, const Point& point, const std::strin
     row.error = std::move(message);
     row.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     ev.internal_error = internal;
+    ev.interrupted = interrupted;
     return ev;
   };
+  if (cancelled(context)) return failed("interrupted (Ctrl-C) before it started", false, true);
   try {
     return evaluate_or_throw(context, point, topology_name);
+  } catch (const Interrupted&) {
+    return failed("interrupted (Ctrl-C) while it ran", false, true);
   } catch (const InputError& e) {
     return failed(e.what(), false);
   } catch (const std::bad_alloc&) {

@@ -4,8 +4,10 @@
 // A point is a pure function of (topology, point): points share the topology and its Router
 // read-only and nothing else, so they can be evaluated in any order, on any thread, or (later)
 // split among MPI ranks by index, and the results are still emitted in input order.
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,13 @@
 #include "topology/routing.hpp"
 
 namespace collsim::cli {
+
+// Thrown when Ctrl-C stops an engine; evaluate() turns it into a row, evaluate_or_throw()
+// lets it through.
+class Interrupted : public std::runtime_error {
+ public:
+  Interrupted() : std::runtime_error("interrupted (Ctrl-C)") {}
+};
 
 struct Point {
   sched::Collective collective = sched::Collective::allreduce;
@@ -35,6 +44,8 @@ struct Context {
   // (--auto-search fast). Exact when time against k falls then rises, as the α-β forms of the
   // pipelined schedules do; the default tries every k.
   bool fast_auto = false;
+  // Set by Ctrl-C: engines stop at their next check and points not yet started are skipped.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // The α-β terms of a plan, without overlap or contention: for each rank the bytes it copies over
@@ -60,6 +71,7 @@ struct Evaluation {
   ModelTerms terms;
   std::vector<Candidate> candidates;  // filled by auto searches, in the order tried
   bool internal_error = false;        // row.error comes from a bug, not from the input
+  bool interrupted = false;           // Ctrl-C stopped or skipped the point
 };
 
 // The chunk counts an auto search tries: 1, 2, 4, ..., 64, at most the element count.
