@@ -18,10 +18,6 @@ constexpr std::array kCollectives{Collective::allreduce, Collective::reduce_scat
                                   Collective::allgather, Collective::broadcast,
                                   Collective::reduce,    Collective::alltoall};
 
-bool power_of_two(RankId p) {
-  return p != 0 && (p & (p - 1)) == 0;
-}
-
 // The algorithm families each collective has, before rank-count restrictions.
 bool supports(Algorithm a, Collective c) {
   switch (c) {
@@ -38,15 +34,6 @@ bool supports(Algorithm a, Collective c) {
       return a == Algorithm::direct;
   }
   return false;
-}
-
-std::string rank_rule(Algorithm a, Collective c, RankId p) {
-  if ((a == Algorithm::rhd && c == Collective::reduce_scatter) ||
-      (a == Algorithm::rd && c == Collective::allgather)) {
-    if (!power_of_two(p))
-      return "needs a power-of-two number of ranks (have " + std::to_string(p) + ")";
-  }
-  return {};
 }
 
 std::string join(const std::vector<Algorithm>& v) {
@@ -105,7 +92,7 @@ std::span<const Collective> all_collectives() {
 std::vector<Algorithm> algorithms_for(Collective collective, RankId ranks) {
   std::vector<Algorithm> out;
   for (Algorithm a : kAlgorithms)
-    if (supports(a, collective) && rank_rule(a, collective, ranks).empty()) out.push_back(a);
+    if (supports(a, collective) && ranks > 0) out.push_back(a);
   return out;
 }
 
@@ -118,9 +105,6 @@ std::string why_not(const PlanRequest& req, RankId p) {
            std::string(to_string(req.collective)) + "; algorithms for " +
            std::string(to_string(req.collective)) + " on " + std::to_string(p) +
            " ranks: " + join(algorithms_for(req.collective, p));
-  if (auto rule = rank_rule(req.algorithm, req.collective, p); !rule.empty())
-    return pair + " " + rule + "; algorithms for " + std::string(to_string(req.collective)) +
-           " on " + std::to_string(p) + " ranks: " + join(algorithms_for(req.collective, p));
   const std::size_t e = dtype_size(req.dtype);
   if (req.size == 0) return "the size is 0 bytes; give at least one element";
   if (req.size % e != 0)

@@ -83,6 +83,11 @@ TEST_CASE("engine equals the closed form at large rank counts", "[model]") {
       check(a, Collective::allreduce, p, 4, Bytes{p} * 4 * 4 * 16);
   check(Algorithm::tree, Collective::allreduce, 1000, 8, Bytes{1000} * 8 * 4);
   check(Algorithm::rhd, Collective::allreduce, 1024, 1, Bytes{1024} * 4 * 4);
+  // The halving splits each chunk into p' = 512 pieces: the size must divide evenly.
+  check(Algorithm::rhd, Collective::allreduce, 1000, 2, Bytes{512} * 2 * 4 * 4);
+  check(Algorithm::rd, Collective::allreduce, 600, 3, Bytes{600} * 3 * 4);
+  check(Algorithm::ring, Collective::reduce_scatter, 300, 2, Bytes{300} * 2 * 4);
+  check(Algorithm::tree, Collective::broadcast, 1023, 64, Bytes{1023} * 64 * 4);
   check(Algorithm::direct, Collective::allreduce, 64, 8, Bytes{64} * 8 * 4 * 8);
 }
 
