@@ -99,6 +99,55 @@ class Buffer {
   std::map<Bytes, Span> spans_;
 };
 
+// Happens-before by vector clocks over the plan's streams: access (stream, seq) happened
+// before an op whose clock has clock[stream] >= seq.
+struct Access {
+  std::uint32_t stream = 0;
+  std::uint32_t seq = 0;
+  OpId op = kNoOp;
+};
+
+struct Cell {
+  Bytes end = 0;
+  Access writer;                // op == kNoOp: never written by the plan
+  std::vector<Access> readers;  // reads since the last write, at most one per stream
+};
+
+// Accesses to one buffer of one rank, as non-overlapping cells keyed by their first byte.
+class AccessMap {
+ public:
+  template <typename F>
+  void visit(Bytes b, Bytes e, F f) {
+    if (e <= b) return;
+    cut(b);
+    cut(e);
+    Bytes at = b;
+    auto it = cells_.lower_bound(b);
+    while (at < e) {
+      if (it == cells_.end() || it->first > at) {
+        const Bytes gap_end = it == cells_.end() ? e : std::min(e, it->first);
+        it = cells_.emplace_hint(it, at, Cell{gap_end, {}, {}});
+      }
+      f(it->first, it->second);
+      at = it->second.end;
+      ++it;
+    }
+  }
+
+ private:
+  void cut(Bytes x) {
+    auto it = cells_.upper_bound(x);
+    if (it == cells_.begin()) return;
+    --it;
+    if (it->first < x && x < it->second.end) {
+      Cell right = it->second;
+      it->second.end = x;
+      cells_.emplace(x, std::move(right));
+    }
+  }
+  std::map<Bytes, Cell> cells_;
+};
+
 std::string describe(const Plan& plan, OpId id) {
   std::string s = "op " + std::to_string(id) + " (rank " + std::to_string(plan.rank(id)) +
                   ", stream " + std::to_string(plan.stream(id)) + ", " +
@@ -284,6 +333,75 @@ VerifyReport verify(const Plan& plan, std::size_t max_problems) {
       }
   };
 
+  // Conflicting accesses that nothing orders (vector clocks over all streams; skipped, and
+  // said so, when the clocks would cost too much).
+  std::vector<std::uint32_t> stream_of(ops), seq_of(ops);
+  std::vector<OpId> prev_of(ops, kNoOp);
+  std::uint32_t streams = 0;
+  {
+    std::map<std::pair<RankId, StreamId>, std::pair<std::uint32_t, OpId>> index;
+    for (OpId id = 0; id < ops; ++id) {
+      auto [it, fresh] =
+          index.emplace(std::pair{plan.rank(id), plan.stream(id)}, std::pair{streams, kNoOp});
+      if (fresh) ++streams;
+      stream_of[id] = it->second.first;
+      prev_of[id] = it->second.second;
+      seq_of[id] = prev_of[id] == kNoOp ? 1 : seq_of[prev_of[id]] + 1;
+      it->second.second = id;
+    }
+  }
+  report.races_checked = double(streams) * double(ops) <= 4e8;
+  std::vector<std::vector<std::uint32_t>> clocks(report.races_checked ? ops : 0);
+  std::vector<std::uint32_t> uses(ops, 0);
+  for (OpId id = 0; id < ops; ++id) uses[id] = succ_begin[id + 1] - succ_begin[id];
+  std::vector<std::array<AccessMap, 4>> access(report.races_checked ? p : 0);
+  std::vector<std::uint32_t> clock;
+  // The clock of a step (one op, or both ends of a transfer): the join of their predecessors'.
+  auto tick = [&](std::initializer_list<OpId> step) {
+    clock.assign(streams, 0);
+    for (OpId x : step) {
+      auto join = [&](OpId pred) {
+        if (pred == kNoOp) return;
+        const auto& c = clocks[pred];
+        for (std::uint32_t i = 0; i < streams; ++i) clock[i] = std::max(clock[i], c[i]);
+        if (--uses[pred] == 0) std::vector<std::uint32_t>().swap(clocks[pred]);
+      };
+      join(prev_of[x]);
+      for (OpId d : plan.deps(x)) join(d);
+    }
+    for (OpId x : step) clock[stream_of[x]] = seq_of[x];
+    for (OpId x : step)
+      if (uses[x] > 0) clocks[x] = clock;
+  };
+  auto before = [&](const Access& a) { return a.op == kNoOp || clock[a.stream] >= a.seq; };
+  auto race = [&](OpId first, OpId second, RankId rank, Region r, Bytes b, Bytes e,
+                  const char* what) {
+    rep.add(describe(plan, second) + " " + what + " " + region_text({r.buffer, b}, e - b) +
+            " on rank " + std::to_string(rank) + " while " + describe(plan, first) +
+            " may still use it: no dependency, stream order or transfer orders the two");
+  };
+  auto read = [&](OpId x, Region r, Bytes bytes) {
+    if (r.buffer == BufferId::input) return;  // never written, so reads cannot conflict
+    const RankId rank = plan.rank(x);
+    access[rank][static_cast<int>(r.buffer)].visit(
+        r.offset, r.offset + bytes, [&](Bytes b, Cell& cell) {
+          if (!before(cell.writer)) race(cell.writer.op, x, rank, r, b, cell.end, "reads");
+          std::erase_if(cell.readers, [&](const Access& a) { return a.stream == stream_of[x]; });
+          cell.readers.push_back({stream_of[x], seq_of[x], x});
+        });
+  };
+  auto write = [&](OpId x, Region r, Bytes bytes) {
+    const RankId rank = plan.rank(x);
+    access[rank][static_cast<int>(r.buffer)].visit(
+        r.offset, r.offset + bytes, [&](Bytes b, Cell& cell) {
+          if (!before(cell.writer)) race(cell.writer.op, x, rank, r, b, cell.end, "overwrites");
+          for (const Access& a : cell.readers)
+            if (a.op != x && !before(a)) race(a.op, x, rank, r, b, cell.end, "overwrites");
+          cell.writer = {stream_of[x], seq_of[x], x};
+          cell.readers.clear();
+        });
+  };
+
   std::vector<char> ready(ops, 0), done(ops, 0);
   std::priority_queue<OpId, std::vector<OpId>, std::greater<>> queue;
   for (OpId id = 0; id < ops; ++id)
@@ -305,6 +423,11 @@ VerifyReport verify(const Plan& plan, std::size_t max_problems) {
       if (!ready[q]) continue;
       const OpId s = k == OpKind::send ? id : q;
       const OpId v = k == OpKind::send ? q : id;
+      if (report.races_checked) {
+        tick({s, v});
+        read(s, plan.src(s), plan.bytes(s));
+        write(v, plan.dst(v), plan.bytes(v));
+      }
       auto pieces = moved(plan.rank(s), plan.src(s), plan.bytes(s), plan.dst(v));
       undefined_read(s, plan.rank(s), plan.src(s), pieces, plan.dst(v));
       mem[plan.rank(v)][static_cast<int>(plan.dst(v).buffer)].write(
@@ -312,6 +435,12 @@ VerifyReport verify(const Plan& plan, std::size_t max_problems) {
       release(s);
       release(v);
       continue;
+    }
+    if (report.races_checked) {
+      tick({id});
+      if (k == OpKind::copy || k == OpKind::reduce) read(id, plan.src(id), plan.bytes(id));
+      if (k == OpKind::reduce) read(id, plan.src2(id), plan.bytes(id));
+      if (k == OpKind::copy || k == OpKind::reduce) write(id, plan.dst(id), plan.bytes(id));
     }
     if (k == OpKind::copy) {
       auto pieces = moved(r, plan.src(id), plan.bytes(id), plan.dst(id));

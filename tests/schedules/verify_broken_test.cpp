@@ -230,3 +230,42 @@ TEST_CASE("an unknown rank and an out-of-bounds region are reported", "[verify]"
   CHECK(mentions(r, "rank 5 does not exist"));
   CHECK(mentions(r, "input[0, 16) lies outside the 8-byte input buffer"));
 }
+
+TEST_CASE("unordered conflicting accesses are races", "[verify]") {
+  // A copy on another stream of rank 0 overwrites the scratch the reduction reads: it waits for
+  // the receive (op 2) but not for the reduction (op 4).
+  Plan p = exchange();
+  Op clobber;
+  clobber.kind = OpKind::copy;
+  clobber.rank = 0;
+  clobber.stream = 7;
+  clobber.bytes = 8;
+  clobber.src = {BufferId::input, 0};
+  clobber.dst = {BufferId::scratch, 0};
+  p.add(clobber, {2});
+  auto r = verify(p);
+  INFO(all(r));
+  CHECK(r.races_checked);
+  CHECK(mentions(r,
+                 "op 6 (rank 0, stream 7, copy, 8 bytes) overwrites scratch[0, 8) on rank 0 "
+                 "while op 4 (rank 0, stream 2, reduce, 8 bytes) may still use it"));
+  // Ordered after the reduction, the same copy is fine.
+  Plan q = exchange();
+  q.add(clobber, {4});
+  CHECK(verify(q).ok());
+}
+
+TEST_CASE("two unordered writes to one output are a race", "[verify]") {
+  Plan p = exchange();
+  Op other;
+  other.kind = OpKind::copy;
+  other.rank = 1;
+  other.stream = 9;
+  other.bytes = 8;
+  other.src = {BufferId::input, 0};
+  other.dst = {BufferId::output, 0};
+  p.add(other);
+  const auto r = verify(p);
+  INFO(all(r));
+  CHECK(mentions(r, "overwrites output[0, 8) on rank 1"));
+}
