@@ -130,9 +130,9 @@ int main(int argc, char** argv) {
         jitter ? std::string("n/a") : fmt::format("{:.1e}", std::abs(result.time - model) / model);
 
     // The engine's own per-op state (sim/engine.cpp): pending count 4, state 1, next op on the
-    // stream 4 and successor offset 4 bytes per op, plus 4 bytes per dependency.
+    // stream 4, successor offset 4 and route 4 bytes per op, plus 4 bytes per dependency.
     const double engine_mib =
-        (13.0 * static_cast<double>(plan.num_ops()) + 4.0 * static_cast<double>(plan.num_deps())) /
+        (17.0 * static_cast<double>(plan.num_ops()) + 4.0 * static_cast<double>(plan.num_deps())) /
         (1024.0 * 1024.0);
 
     if (header)

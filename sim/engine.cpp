@@ -89,8 +89,9 @@ class Engine {
   void validate_options() const;
   void build_order();
   NodeId endpoint(RankId rank, sched::BufferId buffer) const;
-  const topo::Route& lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op);
-  const topo::Route& route_of(OpId op);  // sends, d2h and h2d copies
+  std::uint32_t lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op);
+  std::uint32_t resolve(OpId op);  // sends, d2h and h2d copies
+  const topo::Route& route_of(OpId op) const { return *route_list_[route_[op]]; }
   void resolve_routes();
 
   void ready(OpId op);
@@ -118,17 +119,22 @@ class Engine {
   std::vector<OpId> stream_next_;
   std::vector<std::uint32_t> succ_begin_;
   std::vector<OpId> succ_;
-  // The last route each rank looked up: a ring's rank always sends to the same peer, so the
-  // hot loop rarely reaches the hash map.
+  // Sends, d2h and h2d copies: index into route_list_, resolved before the run. Finding the route
+  // again in the hot loop would touch the other end of the transfer, which is a cache miss when
+  // the plan is large.
+  std::vector<std::uint32_t> route_;
+  // The last route each rank looked up while resolving: a ring's rank always sends to the same
+  // peer, so resolution rarely reaches the hash map.
   struct RouteCacheEntry {
     RouteKey key{topo::kNoNode, topo::kNoNode, 0};
-    const topo::Route* route = nullptr;
+    std::uint32_t index = 0;
   };
   std::vector<RouteCacheEntry> route_cache_;  // by rank
   std::vector<OpTiming> timing_;              // only when recording or observed
   bool track_ = false;
 
-  std::unordered_map<RouteKey, const topo::Route*, RouteKeyHash> routes_;
+  std::unordered_map<RouteKey, std::uint32_t, RouteKeyHash> routes_;
+  std::vector<const topo::Route*> route_list_;
 
   // Per flow slot, indexed by FlowId.
   std::vector<Owner> flow_owner_;
@@ -332,10 +338,10 @@ NodeId Engine::endpoint(RankId rank, sched::BufferId buffer) const {
   return sched::memory_of(buffer) == Memory::host ? topo_.host_cpu(gpu) : gpu;
 }
 
-const topo::Route& Engine::lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op) {
+std::uint32_t Engine::lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op) {
   const RouteKey key{from, to, flow_key};
   RouteCacheEntry& cached = route_cache_[plan_.rank(op)];
-  if (cached.key == key) return *cached.route;
+  if (cached.key == key) return cached.index;
   auto it = routes_.find(key);
   if (it == routes_.end()) {
     const topo::Route* route = nullptr;
@@ -345,13 +351,14 @@ const topo::Route& Engine::lookup(NodeId from, NodeId to, std::uint64_t flow_key
       throw InputError(options_.plan_file, fmt::format("/ops/{}", op),
                        fmt::format("{} cannot be routed: {}", describe(op), e.what()));
     }
-    it = routes_.emplace(key, route).first;
+    it = routes_.emplace(key, static_cast<std::uint32_t>(route_list_.size())).first;
+    route_list_.push_back(route);
   }
   cached = RouteCacheEntry{key, it->second};
-  return *it->second;
+  return it->second;
 }
 
-const topo::Route& Engine::route_of(OpId op) {
+std::uint32_t Engine::resolve(OpId op) {
   const RankId r = plan_.rank(op);
   if (plan_.kind(op) == OpKind::send) {
     const OpId q = plan_.partner(op);
@@ -372,14 +379,16 @@ void Engine::resolve_routes() {
   // spent simulating; the hot loop then finds them in the caches.
   route_cache_.assign(plan_.num_ranks(), RouteCacheEntry{});
   const auto n = plan_.num_ops();
+  route_.resize(n);  // entries of other ops are never read
   for (OpId op = 0; op < n; ++op) {
     const OpKind k = plan_.kind(op);
-    if (k == OpKind::send) route_of(op);
+    if (k == OpKind::send) route_[op] = resolve(op);
     if (k == OpKind::copy) {
       const auto ck = sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer);
-      if (ck == CopyKind::d2h || ck == CopyKind::h2d) route_of(op);
+      if (ck == CopyKind::d2h || ck == CopyKind::h2d) route_[op] = resolve(op);
     }
   }
+  route_cache_ = {};
 }
 
 FlowId Engine::new_flow(Owner owner, std::uint32_t index, double bytes) {
