@@ -91,7 +91,7 @@ class Engine {
   NodeId endpoint(RankId rank, sched::BufferId buffer) const;
   std::uint32_t lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op);
   std::uint32_t resolve(OpId op);  // sends, d2h and h2d copies
-  const topo::Route& route_of(OpId op) const { return *route_list_[route_[op]]; }
+  const topo::Route& route_of(OpId op) const { return *route_list_[ops_[op].route_state >> 2]; }
   void resolve_routes();
 
   void ready(OpId op);
@@ -114,15 +114,24 @@ class Engine {
   Observer* observer_ = nullptr;
 
   // Per op, indexed by OpId.
-  std::vector<std::uint32_t> pending_;  // unfinished stream predecessor + dependencies
-  std::vector<OpState> state_;
-  std::vector<OpId> stream_next_;
-  std::vector<std::uint32_t> succ_begin_;
+  // Everything the hot loop reads and writes about an op, in one 16-byte record so that the
+  // random accesses of a large plan cost one cache miss per op, not one per field.
+  struct OpRecord {
+    std::uint32_t pending = 0;      // unfinished stream predecessor + dependencies
+    OpId stream_next = kNoOp;       // next op on the same (rank, stream)
+    std::uint32_t succ_begin = 0;   // successors: succ_[succ_begin, next record's succ_begin)
+    std::uint32_t route_state = 0;  // route index (sends, PCIe copies) << 2 | OpState
+  };
+  static_assert(sizeof(OpRecord) == 16);
+  std::vector<OpRecord> ops_;  // n + 1 records: the last only ends the successor lists
+  OpState state(OpId op) const { return static_cast<OpState>(ops_[op].route_state & 3u); }
+  void set_state(OpId op, OpState s) {
+    ops_[op].route_state = (ops_[op].route_state & ~3u) | static_cast<std::uint32_t>(s);
+  }
   std::vector<OpId> succ_;
-  // Sends, d2h and h2d copies: index into route_list_, resolved before the run. Finding the route
-  // again in the hot loop would touch the other end of the transfer, which is a cache miss when
-  // the plan is large.
-  std::vector<std::uint32_t> route_;
+  // Sends, d2h and h2d copies keep the index of their route (into route_list_) in their record,
+  // resolved before the run: finding it again in the hot loop would read the other end of the
+  // transfer, a cache miss when the plan is large.
   // The last route each rank looked up while resolving: a ring's rank always sends to the same
   // peer, so resolution rarely reaches the hash map.
   struct RouteCacheEntry {
@@ -307,30 +316,27 @@ void Engine::build_order() {
         std::max<std::uint32_t>(stream_base[plan_.rank(op) + 1], plan_.stream(op) + 1u);
   for (RankId r = 0; r < p; ++r) stream_base[r + 1] += stream_base[r];
   std::vector<OpId> last(stream_base[p], kNoOp);
-  pending_.assign(n, 0);
-  stream_next_.assign(n, kNoOp);
-  succ_begin_.assign(n + 1, 0);
+  ops_.assign(n + 1, OpRecord{});  // every op waiting, no route
   for (OpId op = 0; op < n; ++op) {
     OpId& prev = last[stream_base[plan_.rank(op)] + plan_.stream(op)];
     if (prev != kNoOp) {
-      stream_next_[prev] = op;
-      ++pending_[op];
+      ops_[prev].stream_next = op;
+      ++ops_[op].pending;
     }
     prev = op;
     for (OpId d : plan_.deps(op)) {
-      ++pending_[op];
-      ++succ_begin_[d + 1];
+      ++ops_[op].pending;
+      ++ops_[d + 1].succ_begin;
     }
   }
   // Prefix sums shifted by one slot: filling then advances each begin to the next op's begin,
-  // which leaves succ_begin_ right without a second array the size of the plan.
-  for (std::size_t i = 0; i < n; ++i) succ_begin_[i + 1] += succ_begin_[i];
-  succ_.resize(succ_begin_[n]);
-  for (std::size_t i = n; i > 0; --i) succ_begin_[i] = succ_begin_[i - 1];
-  succ_begin_[0] = 0;
+  // which leaves every succ_begin right without a second array the size of the plan.
+  for (std::size_t i = 0; i < n; ++i) ops_[i + 1].succ_begin += ops_[i].succ_begin;
+  succ_.resize(ops_[n].succ_begin);
+  for (std::size_t i = n; i > 0; --i) ops_[i].succ_begin = ops_[i - 1].succ_begin;
+  ops_[0].succ_begin = 0;
   for (OpId op = 0; op < n; ++op)
-    for (OpId d : plan_.deps(op)) succ_[succ_begin_[d + 1]++] = op;
-  state_.assign(n, OpState::waiting);
+    for (OpId d : plan_.deps(op)) succ_[ops_[d + 1].succ_begin++] = op;
 }
 
 NodeId Engine::endpoint(RankId rank, sched::BufferId buffer) const {
@@ -351,6 +357,9 @@ std::uint32_t Engine::lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpI
       throw InputError(options_.plan_file, fmt::format("/ops/{}", op),
                        fmt::format("{} cannot be routed: {}", describe(op), e.what()));
     }
+    // Route indices share a 32-bit word with the op's state: 2^30 distinct routes at most.
+    if (route_list_.size() >= (std::size_t{1} << 30))
+      throw InternalError("more than 2^30 distinct routes in one plan");
     it = routes_.emplace(key, static_cast<std::uint32_t>(route_list_.size())).first;
     route_list_.push_back(route);
   }
@@ -379,13 +388,12 @@ void Engine::resolve_routes() {
   // spent simulating; the hot loop then finds them in the caches.
   route_cache_.assign(plan_.num_ranks(), RouteCacheEntry{});
   const auto n = plan_.num_ops();
-  route_.resize(n);  // entries of other ops are never read
   for (OpId op = 0; op < n; ++op) {
     const OpKind k = plan_.kind(op);
-    if (k == OpKind::send) route_[op] = resolve(op);
+    if (k == OpKind::send) ops_[op].route_state |= resolve(op) << 2;
     if (k == OpKind::copy) {
       const auto ck = sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer);
-      if (ck == CopyKind::d2h || ck == CopyKind::h2d) route_[op] = resolve(op);
+      if (ck == CopyKind::d2h || ck == CopyKind::h2d) ops_[op].route_state |= resolve(op) << 2;
     }
   }
   route_cache_ = {};
@@ -426,7 +434,7 @@ void Engine::launch(FlowId f, double latency) {
 }
 
 void Engine::ready(OpId op) {
-  state_[op] = OpState::ready;
+  set_state(op, OpState::ready);
   if (track_) timing_[op].ready = now_;
   const RankId rank = plan_.rank(op);
   const NodeId gpu = plan_.rank_gpu[rank];
@@ -434,7 +442,7 @@ void Engine::ready(OpId op) {
     case OpKind::send:
     case OpKind::recv: {
       const OpId q = plan_.partner(op);
-      if (state_[q] != OpState::ready) return;  // the transfer waits for its other end
+      if (state(q) != OpState::ready) return;  // the transfer waits for its other end
       if (plan_.kind(op) == OpKind::send)
         start_transfer(op, q);
       else
@@ -457,7 +465,7 @@ void Engine::ready(OpId op) {
       return;
     }
     case OpKind::reduce: {
-      state_[op] = OpState::running;
+      set_state(op, OpState::running);
       if (track_) {
         timing_[op].start = now_;
         if (observer_) observer_->on_op_start(op, now_, now_);
@@ -470,7 +478,7 @@ void Engine::ready(OpId op) {
     }
     case OpKind::compute:
     case OpKind::delay:
-      state_[op] = OpState::running;
+      set_state(op, OpState::running);
       if (track_) {
         timing_[op].start = now_;
         if (observer_) observer_->on_op_start(op, now_, now_);
@@ -481,8 +489,8 @@ void Engine::ready(OpId op) {
 }
 
 void Engine::start_transfer(OpId send, OpId recv) {
-  state_[send] = OpState::running;
-  state_[recv] = OpState::running;
+  set_state(send, OpState::running);
+  set_state(recv, OpState::running);
   if (track_) {
     timing_[send].start = now_;
     timing_[recv].start = now_;
@@ -499,7 +507,7 @@ void Engine::start_transfer(OpId send, OpId recv) {
 }
 
 void Engine::start_copy(OpId op) {
-  state_[op] = OpState::running;
+  set_state(op, OpState::running);
   if (track_) {
     timing_[op].start = now_;
     if (observer_) observer_->on_op_start(op, timing_[op].ready, now_);
@@ -544,16 +552,17 @@ void Engine::release_engine(OpId op, double held_since) {
 }
 
 void Engine::complete(OpId op) {
-  state_[op] = OpState::done;
+  set_state(op, OpState::done);
   ++done_;
   last_end_ = now_;
   if (track_) {
     timing_[op].end = now_;
     if (observer_) observer_->on_op_end(op, now_);
   }
-  if (stream_next_[op] != kNoOp && --pending_[stream_next_[op]] == 0) ready(stream_next_[op]);
-  for (std::uint32_t i = succ_begin_[op]; i < succ_begin_[op + 1]; ++i)
-    if (--pending_[succ_[i]] == 0) ready(succ_[i]);
+  const OpId next = ops_[op].stream_next;
+  if (next != kNoOp && --ops_[next].pending == 0) ready(next);
+  for (std::uint32_t i = ops_[op].succ_begin; i < ops_[op + 1].succ_begin; ++i)
+    if (--ops_[succ_[i]].pending == 0) ready(succ_[i]);
 }
 
 void Engine::flow_done(FlowId f) {
@@ -605,24 +614,24 @@ void Engine::report_stuck() const {
   // repeats: that cycle is the deadlock.
   std::vector<OpId> stream_prev(n, kNoOp);
   for (OpId op = 0; op < n; ++op)
-    if (stream_next_[op] != kNoOp) stream_prev[stream_next_[op]] = op;
+    if (ops_[op].stream_next != kNoOp) stream_prev[ops_[op].stream_next] = op;
   OpId cur = kNoOp;
   for (OpId op = 0; op < n && cur == kNoOp; ++op)
-    if (state_[op] != OpState::done) cur = op;
+    if (state(op) != OpState::done) cur = op;
   std::vector<OpId> path;
   std::map<OpId, std::size_t> seen;
   while (cur != kNoOp && !seen.contains(cur)) {
     seen.emplace(cur, path.size());
     path.push_back(cur);
     OpId next = kNoOp;
-    if (state_[cur] == OpState::ready &&
+    if (state(cur) == OpState::ready &&
         (plan_.kind(cur) == OpKind::send || plan_.kind(cur) == OpKind::recv)) {
       next = plan_.partner(cur);
-    } else if (state_[cur] == OpState::waiting) {
-      if (stream_prev[cur] != kNoOp && state_[stream_prev[cur]] != OpState::done)
+    } else if (state(cur) == OpState::waiting) {
+      if (stream_prev[cur] != kNoOp && state(stream_prev[cur]) != OpState::done)
         next = stream_prev[cur];
       for (OpId d : plan_.deps(cur))
-        if (next == kNoOp && state_[d] != OpState::done) next = d;
+        if (next == kNoOp && state(d) != OpState::done) next = d;
     }
     cur = next;
   }
@@ -724,7 +733,7 @@ Result Engine::run() {
 
   if (observer_) observer_->on_begin(router_, plan_, map_);
   for (OpId op = 0; op < n; ++op)
-    if (pending_[op] == 0 && state_[op] == OpState::waiting) ready(op);
+    if (ops_[op].pending == 0 && state(op) == OpState::waiting) ready(op);
 
   StopReason stop = StopReason::finished;
   while (done_ < n && !queue_.empty()) {
