@@ -190,8 +190,7 @@ TEST_CASE("calibration catalogue through collsim run --calibration", "[reliabili
   for (const json& c : cases_of("calibration")) check_through_binary(c);
 }
 
-TEST_CASE("calibration catalogue through backend::load_calibration",
-          "[reliability][calibration]") {
+TEST_CASE("calibration catalogue through backend::load_calibration", "[reliability][calibration]") {
   for (const json& c : cases_of("calibration"))
     check_through_library(c, [](const std::string& p) { return backend::load_calibration(p); });
   // The well-formed file is the control: the loader accepts it.
@@ -210,8 +209,7 @@ TEST_CASE("known bugs in the catalogue", "[reliability][!mayfail]") {
                          << c.at("known_bug").get<std::string>());
       check_through_binary(c);
       if (std::string(loader) == "calibration")
-        check_through_library(c,
-                              [](const std::string& p) { return backend::load_calibration(p); });
+        check_through_library(c, [](const std::string& p) { return backend::load_calibration(p); });
     }
 }
 

@@ -1,0 +1,136 @@
+// The resource estimate against plans actually generated, the memory limit's refusal, and the
+// Ctrl-C flag as the engine sees it.
+#include "tools/resource_guard.cpp"  // NOLINT(bugprone-suspicious-include): not in a library
+
+#include <catch2/catch.hpp>
+#include <csignal>
+#include <set>
+#include <string>
+
+#include "schedules/generate.hpp"
+#include "sim/engine.hpp"
+#include "topology/error.hpp"
+#include "topology/loader.hpp"
+#include "topology/routing.hpp"
+
+namespace collsim::cli {
+namespace {
+
+std::string config(const std::string& name) {
+  return std::string(COLLSIM_SOURCE_DIR) + "/configs/" + name;
+}
+
+std::uint64_t servers_of(const topo::Topology& t, const std::vector<topo::NodeId>& ranks) {
+  std::set<std::int32_t> servers;
+  for (topo::NodeId g : ranks)
+    if (t.node(g).server != topo::kNone) servers.insert(t.node(g).server);
+  return servers.size();
+}
+
+}  // namespace
+
+TEST_CASE("the op estimate bounds generated plans from above, within a factor of 4",
+          "[reliability][resources]") {
+  // hetero-rack: 16 GPUs on 4 servers, some staged through host memory; dgx-h100: peer to peer.
+  const std::string name = GENERATE(as<std::string>(), "hetero-rack.json", "dgx-h100.json");
+  const topo::Topology t = topo::load_topology(config(name));
+  const topo::Router router(t);
+  std::size_t checked = 0;
+  for (sched::Collective c : sched::all_collectives())
+    for (std::uint32_t p : {1u, 2u, 3u, 5u, 8u, 12u, 16u}) {
+      if (p > t.gpus().size()) continue;
+      for (sched::Algorithm a : sched::algorithms_for(c, p))
+        for (std::uint32_t k : {1u, 3u, 8u}) {
+          sched::PlanRequest request;
+          request.collective = c;
+          request.algorithm = a;
+          request.size = std::uint64_t{1} << 20;
+          request.chunks = k;
+          request.ranks.assign(t.gpus().begin(), t.gpus().begin() + p);
+          sched::Plan plan;
+          try {
+            plan = sched::generate(router, request);
+          } catch (const InputError&) {
+            continue;  // a pair the generator refuses (naive with k > 1, hier on one server)
+          }
+          const Estimate e = estimate(c, a, p, k, servers_of(t, request.ranks),
+                                      staged_transfers(t, request.ranks));
+          const double ops = static_cast<double>(plan.num_ops());
+          INFO(sched::to_string(c) << " " << sched::to_string(a) << " p=" << p << " k=" << k << ": "
+                                   << ops << " ops, estimate " << e.ops);
+          CHECK(e.ops >= ops);
+          CHECK(e.ops <= 4 * ops + 8 * p + 16);
+          CHECK(e.bytes == e.ops * kBytesPerOp);
+          ++checked;
+        }
+    }
+  CHECK(checked > 100);
+}
+
+TEST_CASE("a request too large for --max-memory is refused with the estimate and the limit",
+          "[reliability][resources]") {
+  // 100 000 ranks of ring allreduce with k = 64: 5 (p-1) p k = 3.2e12 ops, some 300 TB.
+  const Estimate huge =
+      estimate(sched::Collective::allreduce, sched::Algorithm::ring, 100000, 64, 12500, false);
+  CHECK(huge.ops > 3e12);
+  try {
+    check_memory(huge, 1, std::uint64_t{8} << 30, "ring allreduce on 100000 ranks, k = 64");
+    FAIL("not refused");
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(e.diagnostics().front().where == "--max-memory");
+    CHECK(what.find("ring allreduce on 100000 ranks") != std::string::npos);
+    CHECK(what.find("8 GiB") != std::string::npos);
+    CHECK(what.find("needs about") != std::string::npos);
+  }
+  // The shipped 8-GPU box at k = 64 is a few hundred kilobytes.
+  const Estimate small =
+      estimate(sched::Collective::allreduce, sched::Algorithm::ring, 8, 64, 1, false);
+  CHECK_NOTHROW(check_memory(small, 1, std::uint64_t{1} << 30, "small"));
+  // Threads multiply: each holds one plan.
+  CHECK_THROWS_AS(check_memory(small, 1000000, std::uint64_t{1} << 30, "small"), InputError);
+}
+
+TEST_CASE("--max-memory takes a size or a share of physical memory", "[reliability][resources]") {
+  CHECK(parse_max_memory("8GiB", "--max-memory") == std::uint64_t{8} << 30);
+  CHECK(parse_max_memory("1000000", "--max-memory") == 1000000);
+  if (physical_memory() > 0) {
+    CHECK(parse_max_memory("50%", "--max-memory") == default_max_memory());
+    CHECK(parse_max_memory("100%", "--max-memory") <= physical_memory());
+  }
+  for (const char* bad : {"", "%", "0%", "150%", "NaN%", "inf%", "-5%", "abc", "0", "-1GiB",
+                          "99999999999GiB", "12 apples"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_max_memory(bad, "--max-memory"), InputError);
+  }
+}
+
+TEST_CASE("Ctrl-C sets the flag the engine polls, and the engine stops on it",
+          "[reliability][resources]") {
+  {
+    const InterruptGuard guard;
+    CHECK_FALSE(InterruptGuard::raised());
+    std::raise(SIGINT);  // with the guard in place this must not end the test process
+    CHECK(InterruptGuard::raised());
+    CHECK(InterruptGuard::flag()->load());
+  }
+  // The engine checks the flag every few thousand events: a plan of many more stops early.
+  const topo::Topology t = topo::load_topology(config("dgx-h100.json"));
+  const topo::Router router(t);
+  sched::PlanRequest request;
+  request.algorithm = sched::Algorithm::ring;
+  request.size = std::uint64_t{1} << 26;
+  request.chunks = 512;
+  const sched::Plan plan = sched::generate(router, request);
+  const std::atomic<bool> cancel{true};
+  sim::Options options;
+  options.cancel = &cancel;
+  const sim::Result stopped = sim::simulate(router, plan, options);
+  CHECK(stopped.stop == sim::StopReason::cancelled);
+  const sim::Result full = sim::simulate(router, plan);
+  CHECK(full.stop == sim::StopReason::finished);
+  CHECK(stopped.events < full.events);
+}
+
+}  // namespace collsim::cli

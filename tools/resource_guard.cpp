@@ -1,0 +1,216 @@
+#include "tools/resource_guard.hpp"
+
+#include <fmt/format.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <limits>
+#include <set>
+
+#include "topology/error.hpp"
+
+namespace collsim::cli {
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// Headroom over --max-memory for the address space cap: the code, thread stacks (8 MiB each) and
+// the allocator's per-thread arenas (64 MiB each) are address space without being the
+// simulation's memory.
+constexpr std::uint64_t kAddressHeadroom = std::uint64_t{1} << 30;
+constexpr std::uint64_t kHeadroomPerThread = std::uint64_t{128} << 20;
+
+std::atomic<bool> g_interrupted{false};
+struct sigaction g_previous {};
+
+void on_sigint(int /*signal*/) {
+  g_interrupted.store(true, std::memory_order_relaxed);
+}
+
+std::string describe(double bytes) {
+  return bytes >= static_cast<double>(kMaxSize)
+             ? fmt::format("{:.3g} bytes", bytes)
+             : format_size(static_cast<Bytes>(std::max(0.0, bytes)));
+}
+
+}  // namespace
+
+double ops_per_rank_chunk(sched::Collective collective, sched::Algorithm algorithm, double ranks,
+                          double servers, bool staged) {
+  using sched::Algorithm;
+  using sched::Collective;
+  const double p = std::max(1.0, ranks);
+  const double log_p = std::ceil(std::log2(p));
+  // Upper coefficients read off generated plans: {peer-to-peer, staged through host memory}.
+  const auto c = [staged](double direct, double via_host) { return staged ? via_host : direct; };
+  switch (collective) {
+    case Collective::allreduce:
+      switch (algorithm) {
+        case Algorithm::ring:
+          return c(5, 9) * (p - 1);
+        case Algorithm::direct:
+          return c(3, 5) * (p - 1);
+        case Algorithm::tree:
+          return c(10, 15);
+        case Algorithm::naive:
+          return c(4, 6);
+        case Algorithm::rhd:
+          return c(4.5, 6) * (log_p + 1);
+        case Algorithm::rd:
+          return c(3, 3.5) * (log_p + 1);
+        case Algorithm::hier: {
+          const double s = std::max(1.0, servers);
+          const double g = std::ceil(p / s);
+          return c(5, 7) * (g + s - 1);
+        }
+      }
+      break;
+    case Collective::reduce_scatter:
+      return c(3, 5) * (p - 1);
+    case Collective::allgather:
+    case Collective::alltoall:
+      return c(2, 3.5) * p;
+    case Collective::broadcast:
+      return c(2, 3);
+    case Collective::reduce:
+      return c(3, 4);
+  }
+  // A pair added after this table: the largest count above keeps the estimate on the safe side.
+  return 9 * p;
+}
+
+bool staged_transfers(const topo::Topology& topology, std::span<const topo::NodeId> ranks) {
+  std::set<std::int32_t> servers;
+  for (topo::NodeId g : ranks)
+    if (topology.node(g).server != topo::kNone) servers.insert(topology.node(g).server);
+  for (std::int32_t s : servers) {
+    const topo::Server& server = topology.servers()[static_cast<std::size_t>(s)];
+    if (!server.p2p || (servers.size() > 1 && !server.gpudirect_rdma)) return true;
+  }
+  return false;
+}
+
+Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std::uint64_t ranks,
+                  std::uint64_t chunks, std::uint64_t servers, bool staged) {
+  const double p = static_cast<double>(std::max<std::uint64_t>(1, ranks));
+  const double k = static_cast<double>(std::max<std::uint64_t>(1, chunks));
+  Estimate e;
+  // One rank copies its input to its output, one copy per chunk.
+  e.ops = p == 1
+              ? k
+              : ops_per_rank_chunk(collective, algorithm, p, static_cast<double>(servers), staged) *
+                        p * k +
+                    p;
+  e.events = kEventsPerOp * e.ops;
+  e.bytes = static_cast<double>(kBytesPerOp) * e.ops;
+  return e;
+}
+
+std::uint64_t physical_memory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+}
+
+std::uint64_t default_max_memory() {
+  const std::uint64_t physical = physical_memory();
+  return physical == 0 ? std::uint64_t{8} << 30 : physical / 2;
+}
+
+std::uint64_t parse_max_memory(std::string_view text, const std::string& option) {
+  if (!text.empty() && text.back() == '%') {
+    const std::string number(text.substr(0, text.size() - 1));
+    char* end = nullptr;
+    errno = 0;
+    const double percent = std::strtod(number.c_str(), &end);
+    if (number.empty() || end != number.c_str() + number.size() || errno != 0 ||
+        !std::isfinite(percent) || percent <= 0 || percent > 100)
+      throw InputError("", option,
+                       fmt::format("\"{}\" is not a share of physical memory; expected a "
+                                   "percentage from 1% to 100% such as 50%, or a size such as "
+                                   "16GiB",
+                                   text));
+    const std::uint64_t physical = physical_memory();
+    if (physical == 0)
+      throw InputError("", option,
+                       "this system does not report its physical memory; give a size such as "
+                       "16GiB instead of a percentage");
+    return static_cast<std::uint64_t>(static_cast<double>(physical) * percent / 100);
+  }
+  try {
+    return parse_size(text);
+  } catch (const UnitError& e) {
+    throw InputError("", option,
+                     fmt::format("{}; or a share of physical memory such as 50%", e.what()));
+  }
+}
+
+void check_memory(const Estimate& e, unsigned concurrent, std::uint64_t limit,
+                  const std::string& what) {
+  const double jobs = std::max(1u, concurrent);
+  const double need = e.bytes * jobs;
+  if (need <= static_cast<double>(limit)) return;
+  const std::string threads =
+      concurrent > 1 ? fmt::format(" on each of {} threads", concurrent) : std::string();
+  throw InputError(
+      "", "--max-memory",
+      fmt::format("{} needs about {}{} (an estimated {:.3g} ops at {} B each, {:.3g} events), "
+                  "more than the limit of {}; use fewer chunks or ranks{}, or raise "
+                  "--max-memory if the machine has the memory",
+                  what, describe(e.bytes), threads, e.ops, kBytesPerOp, e.events, describe(limit),
+                  concurrent > 1 ? " or fewer --jobs" : ""));
+}
+
+bool cap_address_space(std::uint64_t limit, unsigned threads) {
+  if (kSanitized) return false;
+  struct rlimit current {};
+  if (::getrlimit(RLIMIT_AS, &current) != 0) return false;
+  const std::uint64_t headroom = kAddressHeadroom + kHeadroomPerThread * std::max(1u, threads);
+  const std::uint64_t most = std::numeric_limits<std::uint64_t>::max() / 2;
+  const rlim_t wanted = static_cast<rlim_t>(std::min(limit, most) + headroom);
+  // Never raise a cap someone else set.
+  if (current.rlim_cur != RLIM_INFINITY && current.rlim_cur <= wanted) return false;
+  struct rlimit next = current;
+  next.rlim_cur = wanted;
+  return ::setrlimit(RLIMIT_AS, &next) == 0;
+}
+
+InterruptGuard::InterruptGuard() {
+  g_interrupted.store(false, std::memory_order_relaxed);
+  struct sigaction action {};
+  action.sa_handler = on_sigint;
+  sigemptyset(&action.sa_mask);
+  // One-shot: a second Ctrl-C gets the default action and ends a process that does not stop.
+  action.sa_flags = SA_RESETHAND;
+  ::sigaction(SIGINT, &action, &g_previous);
+}
+
+InterruptGuard::~InterruptGuard() {
+  ::sigaction(SIGINT, &g_previous, nullptr);
+}
+
+const std::atomic<bool>* InterruptGuard::flag() {
+  return &g_interrupted;
+}
+
+bool InterruptGuard::raised() {
+  return g_interrupted.load(std::memory_order_relaxed);
+}
+
+}  // namespace collsim::cli

@@ -1,0 +1,92 @@
+#pragma once
+// Bounded resources for run and sweep: what a request will cost, estimated from its shape before
+// any plan is built, a memory limit that refuses clearly instead of letting the kernel kill the
+// process, and Ctrl-C that stops a long run cleanly.
+//
+// The estimate is arithmetic on (collective, algorithm, p, k): a plan for 100 000 ranks must be
+// refused before it is generated, because generating it is what runs out of memory. Ops per rank
+// and chunk, {peer-to-peer, staged through host memory}, are upper bounds read off plans
+// generated for every shipped config, p = 2..64 and k = 1, 2, 8 (docs/errors.md says how):
+//
+//   allreduce      ring {5, 9}(p-1)   direct {3, 5}(p-1)   tree {10, 15}   naive {4, 6}
+//                  rhd {4.5, 6}(ceil(log2 p)+1)   rd {3, 3.5}(ceil(log2 p)+1)
+//                  hier {5, 7}(g + s - 1) for s servers of g GPUs
+//   reduce_scatter {3, 5}(p-1)        allgather, alltoall {2, 3.5}p
+//   broadcast      {2, 3}             reduce {3, 4}
+//
+//   ops    = coefficient x p x k + p   (p = 1: k, one local copy per chunk)
+//   events = 1.5 x ops   (measured 1.2 on ring allreduce: a transfer is one or two events)
+//   memory = 96 B x ops  (measured 80 B of peak RSS per op: plan, engine state and queue)
+//
+// Staging (a server without "p2p", or several servers without "gpudirect_rdma") turns a transfer
+// into copy, send, receive, copy; that is why it has its own column.
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "schedules/generate.hpp"
+#include "topology/topology.hpp"
+#include "topology/units.hpp"
+
+namespace collsim::cli {
+
+inline constexpr std::uint64_t kBytesPerOp = 96;
+inline constexpr double kEventsPerOp = 1.5;
+
+struct Estimate {
+  double ops = 0;  // double: p^2 k for 100 000 ranks overflows nothing and is compared, not used
+  double events = 0;
+  double bytes = 0;
+};
+
+// Ops per rank and per chunk for the pair (see the table above). `servers` is the number of
+// servers the ranks sit on (hier only; 0 or 1 means one).
+double ops_per_rank_chunk(sched::Collective collective, sched::Algorithm algorithm, double ranks,
+                          double servers, bool staged);
+Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std::uint64_t ranks,
+                  std::uint64_t chunks, std::uint64_t servers, bool staged);
+// Whether some transfer between the GPUs of `ranks` is staged through host memory.
+bool staged_transfers(const topo::Topology& topology, std::span<const topo::NodeId> ranks);
+
+// Physical memory in bytes from sysconf; 0 when the system does not say.
+std::uint64_t physical_memory();
+// Half of physical memory (the rest is for the system and other jobs), or 8 GiB if unknown.
+std::uint64_t default_max_memory();
+// "--max-memory" text: a size such as "8GiB" or a share of physical memory such as "50%".
+std::uint64_t parse_max_memory(std::string_view text, const std::string& option);
+// Throws InputError naming the estimate and the limit when `concurrent` requests of estimate
+// `e` would not fit in `limit` bytes. `what` names the request ("ring allreduce, 1024 ranks,
+// k = 64").
+void check_memory(const Estimate& e, unsigned concurrent, std::uint64_t limit,
+                  const std::string& what);
+// Caps the address space at `limit` plus headroom for `threads` threads' stacks and allocator
+// arenas, so that
+// an estimate that was too low ends in std::bad_alloc, which the CLI reports, rather than in the
+// kernel's OOM killer. Does nothing under AddressSanitizer, which reserves terabytes of address
+// space. Returns whether the cap was set.
+bool cap_address_space(std::uint64_t limit, unsigned threads);
+
+// Ctrl-C. While an InterruptGuard lives, SIGINT sets a flag instead of killing the process; the
+// engine polls it (sim::Options::cancel) and the command stops, saying how far it got. A second
+// Ctrl-C while the first is being handled kills the process as usual.
+class InterruptGuard {
+ public:
+  InterruptGuard();
+  ~InterruptGuard();
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+  static const std::atomic<bool>* flag();
+  static bool raised();
+};
+
+// Thrown when a command stops because of Ctrl-C; main exits with kExitInterrupted.
+class Interrupted : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+inline constexpr int kExitInterrupted = 130;  // 128 + SIGINT, as shells report it
+
+}  // namespace collsim::cli
