@@ -46,8 +46,9 @@ struct Estimate {
 // servers the ranks sit on (hier only; 0 or 1 means one).
 double ops_per_rank_chunk(sched::Collective collective, sched::Algorithm algorithm, double ranks,
                           double servers, bool staged);
+// `staged` unknown: true gives the safe (larger) estimate.
 Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std::uint64_t ranks,
-                  std::uint64_t chunks, std::uint64_t servers, bool staged);
+                  std::uint64_t chunks, std::uint64_t servers, bool staged = true);
 // Whether some transfer between the GPUs of `ranks` is staged through host memory.
 bool staged_transfers(const topo::Topology& topology, std::span<const topo::NodeId> ranks);
 
