@@ -78,6 +78,10 @@ void scatter(Builder& b, const Job& job, const std::vector<RankId>& senders, Src
 
 void direct(Builder& b, const Job& job) {
   const RankId p = job.p;
+  // Every rank with every peer, k chunks: two ops per transfer and, for the reducing
+  // collectives, one reduction per transfer.
+  const std::uint64_t transfers = std::uint64_t{p} * (p - 1) * job.k;
+  b.plan().reserve(3 * transfers + p, 2 * transfers);
   std::vector<RankId> all(p);
   for (RankId r = 0; r < p; ++r) all[r] = r;
   const auto chunks = split({0, job.n}, job.k, job.element);

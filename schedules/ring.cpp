@@ -89,7 +89,16 @@ void ring_allgather_phase(Builder& b, const Job& job, RankId lead,
   }
 }
 
+// Room for `steps` steps of p transfers per chunk (two ops and about one dependency each) and
+// `reduce_steps` of p reductions, so that large plans grow without repeated reallocation.
+void reserve_ring(Builder& b, const Job& job, std::uint64_t steps, std::uint64_t reduce_steps) {
+  const std::uint64_t per_step = std::uint64_t{job.p} * job.k;
+  b.plan().reserve(b.plan().num_ops() + per_step * (2 * steps + reduce_steps),
+                   b.plan().num_deps() + per_step * (steps + reduce_steps));
+}
+
 void ring_allreduce(Builder& b, const Job& job) {
+  reserve_ring(b, job, 2 * (job.p - 1), job.p - 1);
   const auto segs = split({0, job.n}, job.p, job.element);
   auto hold = ring_reduce_scatter(b, job, 0, false, [&](RankId, RankId seg, std::uint32_t c) {
     return Region{BufferId::output, nth_piece(segs[seg], job.k, c, job.element).offset};
@@ -98,6 +107,7 @@ void ring_allreduce(Builder& b, const Job& job) {
 }
 
 void ring_reduce_scatter_collective(Builder& b, const Job& job) {
+  reserve_ring(b, job, job.p - 1, job.p - 1);
   // Each rank's output is its own segment, so partial sums live in scratch.
   const auto segs = split({0, job.n}, job.p, job.element);
   ring_reduce_scatter(b, job, 1, true, [&](RankId, RankId seg, std::uint32_t c) {
@@ -107,6 +117,7 @@ void ring_reduce_scatter_collective(Builder& b, const Job& job) {
 }
 
 void ring_allgather_collective(Builder& b, const Job& job) {
+  reserve_ring(b, job, job.p - 1, 0);
   const RankId p = job.p;
   const auto segs = split({0, job.n}, p, job.element);
   const Lanes lanes = job.pipelined ? Lanes::channel(0) : Lanes::single();
