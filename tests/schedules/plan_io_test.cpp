@@ -148,3 +148,47 @@ TEST_CASE("MSCCL import errors name the line", "[msccl]") {
   CHECK(e3.find("line 3") != std::string::npos);
   CHECK(e3.find("unknown step type") != std::string::npos);
 }
+
+TEST_CASE("MSCCL dependencies between threadblocks become plan dependencies", "[msccl]") {
+  // Allgather on 2 GPUs. GPU g's threadblock 2 copies its input into its output only after
+  // threadblock 1 has received the peer's chunk (depid=1 deps=0).
+  std::string xml = "<algo name=\"ag2\" coll=\"allgather\" ngpus=\"2\" nchunksperloop=\"2\">\n";
+  for (int g = 0; g < 2; ++g) {
+    const std::string me = std::to_string(g), peer = std::to_string(1 - g);
+    xml += "<gpu id=\"" + me + "\">\n";
+    xml += "<tb id=\"0\" send=\"" + peer +
+           "\" recv=\"-1\"><step s=\"0\" type=\"s\" srcbuf=\"i\" "
+           "srcoff=\"0\" dstbuf=\"o\" dstoff=\"" +
+           me + "\"/></tb>\n";
+    xml += "<tb id=\"1\" send=\"-1\" recv=\"" + peer +
+           "\"><step s=\"0\" type=\"r\" srcbuf=\"i\" "
+           "srcoff=\"0\" dstbuf=\"o\" dstoff=\"" +
+           peer + "\"/></tb>\n";
+    xml +=
+        "<tb id=\"2\" send=\"-1\" recv=\"-1\"><step s=\"0\" type=\"cpy\" srcbuf=\"i\" "
+        "srcoff=\"0\" dstbuf=\"o\" dstoff=\"" +
+        me + "\" depid=\"1\" deps=\"0\"/></tb>\n";
+    xml += "</gpu>\n";
+  }
+  xml += "</algo>\n";
+  const Plan plan = parse_msccl(xml, "ag2.xml", 2 * 64);
+  REQUIRE(plan.num_ops() == 6);
+  std::size_t copies_after_recv = 0;
+  for (OpId id = 0; id < plan.num_ops(); ++id)
+    if (plan.kind(id) == OpKind::copy)
+      for (OpId d : plan.deps(id)) copies_after_recv += plan.kind(d) == OpKind::recv;
+  CHECK(copies_after_recv == 2);
+  CHECK(verify(plan).ok());
+  // A dependency on a step that does not exist names the line of the step.
+  const std::string bad =
+      "<algo coll=\"allgather\" ngpus=\"1\" nchunksperloop=\"1\">\n<gpu id=\"0\">"
+      "<tb id=\"0\">\n<step s=\"0\" type=\"cpy\" srcbuf=\"i\" srcoff=\"0\" "
+      "dstbuf=\"o\" dstoff=\"0\" depid=\"4\" deps=\"0\"/>\n</tb></gpu></algo>";
+  try {
+    parse_msccl(bad, "bad.xml", 64);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("line 3") != std::string::npos);
+    CHECK(std::string(e.what()).find("tb 4 step 0") != std::string::npos);
+  }
+}
