@@ -71,6 +71,10 @@ class XmlReader {
     return std::string(text_.substr(b, at_ - b));
   }
   Element element() {
+    // The reader recurses per level: a hostile file of 100000 nested elements would overflow
+    // the stack. The format nests four (<algo>, <gpu>, <tb>, <step>).
+    if (++depth_ > 64)
+      fail("elements are nested more than 64 deep; expected <algo>, <gpu>, <tb>, <step>");
     Element e;
     e.line = line_;
     advance();  // '<'
@@ -80,6 +84,7 @@ class XmlReader {
       if (at_ >= text_.size()) fail("element <" + e.name + "> is never closed");
       if (starts("/>")) {
         advance(2);
+        --depth_;
         return e;
       }
       if (text_[at_] == '>') {
@@ -114,6 +119,7 @@ class XmlReader {
         skip_space();
         if (at_ >= text_.size() || text_[at_] != '>') fail("expected > after </" + closing);
         advance();
+        --depth_;
         return e;
       }
       if (text_[at_] != '<')
@@ -126,6 +132,7 @@ class XmlReader {
   std::string file_;
   std::size_t at_ = 0;
   int line_ = 1;
+  int depth_ = 0;
 };
 
 class Attrs {
