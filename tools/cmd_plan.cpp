@@ -14,6 +14,7 @@
 #include "schedules/verify.hpp"
 #include "tools/commands.hpp"
 #include "tools/exit_codes.hpp"
+#include "tools/value_lists.hpp"
 #include "topology/error.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
@@ -32,6 +33,7 @@ struct PlanOptions {
   std::string out;
   std::string file;
   std::string import_size = "64MiB";
+  std::string ranks;
 };
 
 Bytes size_option(const std::string& text, const char* option) {
@@ -86,6 +88,7 @@ void generate_command(const PlanOptions& o) {
   req.chunks = o.chunks;
   req.root = o.root;
   const topo::Topology t = topo::load_topology(o.topology);
+  req.ranks = parse_ranks(o.ranks, t, "--ranks");
   topo::Router router(t);
   const sched::Plan plan = sched::generate(router, req);
   write_out(plan, o.out, &t);
@@ -102,8 +105,9 @@ void verify_command(const PlanOptions& o) {
     throw CheckFailed(o.file + ": the plan does not compute its " +
                       std::string(sched::to_string(plan.collective)) + ":" + all);
   }
-  fmt::print("{}: ok: {} ops on {} ranks compute {} of {} bytes\n", o.file, plan.num_ops(),
-             plan.num_ranks(), sched::to_string(plan.collective), plan.size);
+  fmt::print("{}: ok: {} ops on {} ranks compute {} of {} bytes{}\n", o.file, plan.num_ops(),
+             plan.num_ranks(), sched::to_string(plan.collective), plan.size,
+             r.races_checked ? "" : " (too large for the race check, which was skipped)");
 }
 
 // Longest chain of ops through dependencies, stream order and transfers (a matched pair counts
@@ -230,6 +234,8 @@ void add_plan_commands(CLI::App& app) {
       ->check(CLI::Range(1u, 1u << 30));
   plan->add_option("--dtype", o->dtype, "fp32, fp16 or bf16")->capture_default_str();
   plan->add_option("--root", o->root, "Root rank of broadcast and reduce")->capture_default_str();
+  plan->add_option("--ranks", o->ranks,
+                   "GPUs taking part, in rank order: indices 0-7,16 or GPU names (default: all)");
   plan->add_option("--out", o->out, "Write the plan here (default: standard output)");
   plan->require_subcommand(0, 1);
 
