@@ -43,7 +43,7 @@ TEST_CASE("algorithm and collective names round-trip", "[generate]") {
   CHECK(parse_dtype("bf16") == DType::bf16);
 }
 
-TEST_CASE("requests that do not fit are refused, never replaced", "[generate]") {
+TEST_CASE("requests that do not fit are refused and never replaced", "[generate]") {
   const topo::Topology t = gpus(8);
   PlanRequest r;
   r.size = 8 * 4 * 16;

@@ -73,7 +73,7 @@ TEST_CASE("peer-to-peer and GPUDirect need no copies", "[transport]") {
   CHECK(verify(plan).ok());
 }
 
-TEST_CASE("no GPUDirect RDMA: only cross-server transfers are staged", "[transport]") {
+TEST_CASE("without GPUDirect RDMA only cross-server transfers are staged", "[transport]") {
   const topo::Topology t = two_servers(true, false);
   const Plan plan = ring_allreduce(t);
   const Counts c = count(plan);
@@ -86,7 +86,7 @@ TEST_CASE("no GPUDirect RDMA: only cross-server transfers are staged", "[transpo
   CHECK(verify(plan).ok());
 }
 
-TEST_CASE("no peer-to-peer and no GPUDirect: every transfer is staged", "[transport]") {
+TEST_CASE("without peer-to-peer and GPUDirect every transfer is staged", "[transport]") {
   const topo::Topology t = two_servers(false, false);
   const Plan plan = ring_allreduce(t);
   const Counts c = count(plan);
@@ -96,7 +96,7 @@ TEST_CASE("no peer-to-peer and no GPUDirect: every transfer is staged", "[transp
   CHECK(verify(plan).ok());
 }
 
-TEST_CASE("pipelined staging puts copies on their own streams; naive keeps one stream",
+TEST_CASE("pipelined staging puts copies on their own streams and naive keeps one stream",
           "[transport]") {
   const topo::Topology t = two_servers(false, false);
   topo::Router router(t);
@@ -117,7 +117,7 @@ TEST_CASE("pipelined staging puts copies on their own streams; naive keeps one s
   CHECK(verify(naive).ok());
 }
 
-TEST_CASE("hier plans verify on servers, with and without staging", "[verify]") {
+TEST_CASE("hier plans verify on servers with and without staging", "[verify]") {
   for (std::uint32_t servers : {1u, 2u, 3u})
     for (std::uint32_t gpus : {1u, 2u, 4u})
       for (std::uint32_t k : {1u, 3u}) {
