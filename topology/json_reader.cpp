@@ -235,6 +235,9 @@ std::optional<json> parse_document(std::string_view text, DiagnosticSink& sink) 
     if (const auto at = message.find("column "); at != std::string::npos) {
       if (const auto colon = message.find(": ", at); colon != std::string::npos)
         message = message.substr(colon + 2);
+    } else if (message.rfind("[json.exception.", 0) == 0) {
+      if (const auto close = message.find("] "); close != std::string::npos)
+        message = message.substr(close + 2);
     }
     sink.error(fmt::format("line {}, column {}", line, column),
                "invalid JSON: " + message +
