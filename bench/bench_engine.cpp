@@ -22,6 +22,7 @@
 #include "schedules/generate.hpp"
 #include "sim/engine.hpp"
 #include "topology/error.hpp"
+#include "topology/loader.hpp"
 #include "topology/routing.hpp"
 #include "topology/topology.hpp"
 #include "topology/units.hpp"
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
   int repeat = 3;
   bool header = false;
   bool jitter = false;
+  std::string topology_file;
   app.add_option("--gpus", gpus, "Number of GPUs")->check(CLI::Range(2u, 1u << 20));
   app.add_option("--size", size_text, "Allreduce size, e.g. 1GiB");
   app.add_option("--chunks", chunks, "Pipeline chunks k")->check(CLI::Range(1u, 1024u));
@@ -65,12 +67,19 @@ int main(int argc, char** argv) {
   app.add_flag("--jitter", jitter,
                "Give every link a slightly different bandwidth (up to +0.6 %), so that events "
                "almost never share a time: the event queue's worst case");
+  app.add_option("--topology", topology_file,
+                 "Run on this topology file (every GPU, ring order = file order) instead of the "
+                 "built-in ring; --gpus and --jitter are then ignored and there is no closed form");
   CLI11_PARSE(app, argc, argv);
 
   try {
     const double bw = 100e9, lat = 1e-6, alpha = 2e-6, launch = 3e-6, mem = 2e12;
     topo::Topology t;
-    for (std::uint32_t i = 0; i < gpus; ++i) {
+    if (!topology_file.empty()) {
+      t = topo::load_topology(topology_file);
+      gpus = static_cast<std::uint32_t>(t.gpus().size());
+    }
+    for (std::uint32_t i = 0; topology_file.empty() && i < gpus; ++i) {
       topo::Node n;
       n.name = "gpu" + std::to_string(i);
       n.kind = topo::NodeKind::gpu;
@@ -79,14 +88,14 @@ int main(int argc, char** argv) {
       n.memory_bandwidth = mem;
       t.add_node(std::move(n));
     }
-    for (std::uint32_t i = 0; i < gpus; ++i) {
+    for (std::uint32_t i = 0; topology_file.empty() && i < gpus; ++i) {
       const std::uint32_t j = (i + 1) % gpus;
       if (gpus == 2 && i == 1) break;  // two GPUs: one duplex link
       const double b = jitter ? bw * (1 + 1e-3 * (i % 7)) : bw;
       t.add_link(topo::Link{i, j, topo::LinkKind::nvlink, b, lat, i});
       t.add_link(topo::Link{j, i, topo::LinkKind::nvlink, b, lat, i});
     }
-    topo::finalize(t);
+    if (topology_file.empty()) topo::finalize(t);
     topo::Router router(t);
 
     sched::PlanRequest request;
@@ -126,8 +135,9 @@ int main(int argc, char** argv) {
     costs.launch = launch;
     costs.memory_bandwidth = mem;
     const double model = sched::closed_form(request, gpus, costs);
-    const std::string versus =
-        jitter ? std::string("n/a") : fmt::format("{:.1e}", std::abs(result.time - model) / model);
+    const std::string versus = jitter || !topology_file.empty()
+                                   ? std::string("n/a")
+                                   : fmt::format("{:.1e}", std::abs(result.time - model) / model);
 
     // The engine's own per-op state (sim/engine.cpp): pending count 4, state 1, next op on the
     // stream 4, successor offset 4 and route 4 bytes per op, plus 4 bytes per dependency.

@@ -329,12 +329,16 @@ void Engine::build_order() {
       ++ops_[d + 1].succ_begin;
     }
   }
-  // Prefix sums shifted by one slot: filling then advances each begin to the next op's begin,
-  // which leaves every succ_begin right without a second array the size of the plan.
-  for (std::size_t i = 0; i < n; ++i) ops_[i + 1].succ_begin += ops_[i].succ_begin;
-  succ_.resize(ops_[n].succ_begin);
-  for (std::size_t i = n; i > 0; --i) ops_[i].succ_begin = ops_[i - 1].succ_begin;
-  ops_[0].succ_begin = 0;
+  // Record i + 1 counted op i's successors. An exclusive prefix sum in place makes it op i's
+  // first slot; filling then advances it to op i's end, which is op i + 1's begin: one pass, and
+  // no second array the size of the plan.
+  std::uint32_t total = 0;
+  for (std::size_t i = 1; i <= n; ++i) {
+    const std::uint32_t count = ops_[i].succ_begin;
+    ops_[i].succ_begin = total;
+    total += count;
+  }
+  succ_.resize(total);
   for (OpId op = 0; op < n; ++op)
     for (OpId d : plan_.deps(op)) succ_[ops_[d + 1].succ_begin++] = op;
 }
