@@ -20,6 +20,8 @@ using json_io::json;
 using json_io::ObjectReader;
 
 constexpr std::int64_t kMaxCount = 1 << 24;
+constexpr std::uint64_t kMaxExpandedNodes = std::uint64_t{1} << 26;
+constexpr std::uint64_t kMaxExpandedLinks = std::uint64_t{1} << 30;
 
 constexpr std::array<std::string_view, 6> kNodeKindNames = {"gpu", "nvswitch", "pcie_switch",
                                                             "cpu", "nic",      "switch"};
@@ -451,6 +453,18 @@ class Loader {
         ok = false;
       }
       if (!ok) continue;
+      if (tmpl != nullptr) {
+        // NodeId and LinkId are 32-bit, and a typo in a count should not exhaust memory.
+        planned_nodes_ += static_cast<std::uint64_t>(rep->count) * tmpl->nodes.size();
+        planned_links_ += static_cast<std::uint64_t>(rep->count) * tmpl->links.size() * 2;
+        if (planned_nodes_ > kMaxExpandedNodes || planned_links_ > kMaxExpandedLinks) {
+          r.error("count", fmt::format("the servers up to here expand to {} nodes and {} directed "
+                                       "links; the limits are {} and {}; lower \"count\"",
+                                       planned_nodes_, planned_links_, kMaxExpandedNodes,
+                                       kMaxExpandedLinks));
+          return;
+        }
+      }
       for (std::int64_t k = 0; k < rep->count; ++k) {
         Server s;
         s.name = name->expand(k);
@@ -530,7 +544,6 @@ class Loader {
     for (const Instance& inst : instances_) {
       const Server& server = state_.topology.server(inst.server);
       const std::string prefix = server.name + "/";
-      const NodeId base = static_cast<NodeId>(state_.topology.num_nodes());
       std::vector<NodeId> ids;
       ids.reserve(inst.tmpl->nodes.size());
       bool ok = true;
@@ -546,7 +559,6 @@ class Loader {
         ids.push_back(state_.add_node(std::move(n), {NodeOrigin::Section::servers, inst.entry}));
       }
       if (!ok) continue;
-      (void)base;
       for (const Template::LocalLink& l : inst.tmpl->links)
         state_.add_link(ids[l.from], ids[l.to], l.kind, l.bandwidth, l.latency, l.duplex);
     }
@@ -594,6 +606,7 @@ class Loader {
   std::vector<std::string> rack_names_, server_names_, template_names_;
   std::map<std::string, Template> templates_;
   std::vector<Instance> instances_;
+  std::uint64_t planned_nodes_ = 0, planned_links_ = 0;
 };
 
 }  // namespace

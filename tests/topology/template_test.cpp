@@ -222,3 +222,11 @@ TEST_CASE("a 131072-GPU cluster expands from a short file") {
   // Per server 16 links; per NIC one; per leaf 64 uplinks; all duplex.
   CHECK(t.num_links() == 2u * (16384u * 16u + 131072u + 2048u * 64u));
 }
+
+TEST_CASE("a count that would exhaust memory is refused before expansion") {
+  // 16777216 servers x 8 nodes = 134217728 nodes, above the 2^26 = 67108864 limit.
+  const auto ds =
+      errors_of(R"({"templates": {"b": {"nodes": [{"name": "g{i}", "count": 8, "kind": "gpu"}]}},
+    "servers": [{"name": "s{i}", "count": 16777216, "template": "b"}]})");
+  CHECK(has_error(ds, "/servers/0/count", {"134217728 nodes", "lower \"count\""}));
+}
