@@ -1,5 +1,6 @@
 #include "schedules/msccl_import.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -187,6 +188,8 @@ BufferId buffer_of(const Attrs& a, const std::string& key) {
 }  // namespace
 
 Plan import_msccl(const std::string& path, Bytes size, DType dtype) {
+  if (std::filesystem::is_directory(path))
+    throw InputError(path, "", "is a directory; expected an MSCCL-style XML file");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw InputError(path, "", "cannot open the file; check the path");
   std::stringstream ss;
