@@ -42,10 +42,14 @@ void on_sigint(int /*signal*/) {
   g_interrupted.store(true, std::memory_order_relaxed);
 }
 
+// Rounded: an estimate printed to the byte would claim a precision it does not have.
 std::string describe(double bytes) {
-  return bytes >= static_cast<double>(kMaxSize)
-             ? fmt::format("{:.3g} bytes", bytes)
-             : format_size(static_cast<Bytes>(std::max(0.0, bytes)));
+  constexpr double kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024, kTiB = kGiB * 1024;
+  if (bytes >= 1024 * kTiB) return fmt::format("{:.3g} TiB", bytes / kTiB);
+  if (bytes >= kTiB) return fmt::format("{:.1f} TiB", bytes / kTiB);
+  if (bytes >= kGiB) return fmt::format("{:.1f} GiB", bytes / kGiB);
+  if (bytes >= kMiB) return fmt::format("{:.1f} MiB", bytes / kMiB);
+  return fmt::format("{:.1f} KiB", bytes / kKiB);
 }
 
 }  // namespace

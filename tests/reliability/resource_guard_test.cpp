@@ -81,7 +81,7 @@ TEST_CASE("a request too large for --max-memory is refused with the estimate and
     INFO(what);
     CHECK(e.diagnostics().front().where == "--max-memory");
     CHECK(what.find("ring allreduce on 100000 ranks") != std::string::npos);
-    CHECK(what.find("8 GiB") != std::string::npos);
+    CHECK(what.find("8.0 GiB") != std::string::npos);
     CHECK(what.find("needs about") != std::string::npos);
   }
   // The shipped 8-GPU box at k = 64 is a few hundred kilobytes.
