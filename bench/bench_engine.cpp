@@ -139,10 +139,10 @@ int main(int argc, char** argv) {
                                    ? std::string("n/a")
                                    : fmt::format("{:.1e}", std::abs(result.time - model) / model);
 
-    // The engine's own per-op state (sim/engine.cpp): pending count 4, state 1, next op on the
-    // stream 4, successor offset 4 and route 4 bytes per op, plus 4 bytes per dependency.
+    // The engine's own per-op state (sim/engine.cpp): one 16-byte record per op (pending count,
+    // next op on the stream, successor offset, route and state), plus 4 bytes per dependency.
     const double engine_mib =
-        (17.0 * static_cast<double>(plan.num_ops()) + 4.0 * static_cast<double>(plan.num_deps())) /
+        (16.0 * static_cast<double>(plan.num_ops()) + 4.0 * static_cast<double>(plan.num_deps())) /
         (1024.0 * 1024.0);
 
     if (header)

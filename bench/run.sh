@@ -14,3 +14,6 @@ echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m) $(nproc) cores, $(git rev-parse 
 "$bench" --gpus 8 --size 1GiB --chunks 8 --repeat 5 --header
 "$bench" --gpus 64 --size 1GiB --chunks 8 --repeat 5
 "$bench" --gpus 1024 --size 1GiB --chunks 8 --repeat ${REPEAT_1024:-3}
+# The same collective on the shipped 1024-GPU cluster: multi-hop routes through NVSwitches, NICs
+# and network switches, links of several speeds (no closed form here).
+"$bench" --topology configs/cluster-1024.json --size 1GiB --chunks 8 --repeat ${REPEAT_1024:-3}
