@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "tools/commands.hpp"
-#include "tools/interrupt.hpp"
 #include "tools/progress.hpp"
 #include "tools/report.hpp"
+#include "tools/resource_guard.hpp"
 #include "tools/run_extras.hpp"
 #include "tools/sweep.hpp"
 #include "tools/value_lists.hpp"
@@ -50,6 +50,7 @@ struct RunOptions {
                                       // typed; "--algo auto" alone leaves k free as well
   bool no_wall = false;
   std::string auto_search = "full";
+  std::string max_memory;
   bool progress = false;
   unsigned jobs = 0;
   std::size_t max_points = kDefaultMaxPoints;
@@ -90,6 +91,9 @@ void add_common_options(CLI::App& cmd, RunOptions& o, bool sweep) {
                  "How auto searches k: full (every k of 1,2,4,...,64) or fast (for each "
                  "algorithm, stop at the first k slower than the one before)")
       ->capture_default_str();
+  cmd.add_option("--max-memory", o.max_memory,
+                 "Refuse a simulation whose estimated memory exceeds this: a size (8GiB) or a "
+                 "share of physical memory (50%); default half of physical memory");
   cmd.add_flag("--no-wall", o.no_wall,
                "Print 0 for wall_s, the only non-deterministic column, for byte-identical output");
 }
@@ -107,6 +111,15 @@ T single(const std::vector<T>& values, const std::string& option, const std::str
 
 std::string topology_label(const topo::Topology& t, const std::string& path) {
   return t.name().empty() ? std::filesystem::path(path).stem().string() : t.name();
+}
+
+// --max-memory: every (algorithm, k) is estimated before its plan is built, and the address
+// space is capped so that an estimate that fell short ends in a clear out-of-memory message.
+void set_limits(Context& context, const RunOptions& o, unsigned concurrent) {
+  context.max_memory =
+      o.max_memory.empty() ? default_max_memory() : parse_max_memory(o.max_memory, "--max-memory");
+  context.concurrent = std::max(1u, concurrent);
+  cap_address_space(context.max_memory, context.concurrent);
 }
 
 bool parse_auto_search(const std::string& text) {
@@ -186,6 +199,7 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
   if (o.root != 0) again += fmt::format(" --root {}", o.root);
   if (!o.calibration.empty()) again += fmt::format(" --calibration {}", o.calibration);
   if (o.auto_search != "full") again += fmt::format(" --auto-search {}", o.auto_search);
+  if (!o.max_memory.empty()) again += fmt::format(" --max-memory {}", o.max_memory);
   lines.push_back(fmt::format("reproduce   {}", again));
   return lines;
 }
@@ -302,7 +316,9 @@ void run_command(const RunOptions& o) {
   context.ranks = loaded->ranks;
   context.root = o.root;
   context.fast_auto = parse_auto_search(o.auto_search);
-  context.cancel = install_interrupt_handler();
+  set_limits(context, o, 1);
+  InterruptGuard interrupt_guard;
+  context.cancel = InterruptGuard::flag();
   const std::string name = topology_label(loaded->topology, o.topology);
 
   Evaluation ev;
@@ -377,7 +393,12 @@ void sweep_command(const RunOptions& o) {
   context.root = o.root;
   context.model_terms = !o.terms.empty();
   context.fast_auto = parse_auto_search(o.auto_search);
-  context.cancel = install_interrupt_handler();
+  // More threads than a thousand would only cost memory.
+  const unsigned jobs =
+      std::min(1024u, o.jobs != 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency()));
+  set_limits(context, o, static_cast<unsigned>(std::min<std::size_t>(jobs, points.size())));
+  InterruptGuard interrupt_guard;
+  context.cancel = InterruptGuard::flag();
   const std::string name = topology_label(loaded->topology, o.topology);
 
   Output out(o.out);
@@ -410,9 +431,6 @@ void sweep_command(const RunOptions& o) {
   std::size_t failed = 0;
   std::size_t interrupted = 0;
   bool internal = false;
-  // More threads than points, or than a thousand, would only cost memory.
-  const unsigned jobs =
-      std::min(1024u, o.jobs != 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency()));
   run_points(
       context, points, name, jobs,
       [&](std::size_t i, const Evaluation& ev) {

@@ -30,11 +30,24 @@ struct Simulated {
 Simulated simulate_one(const Context& context, const Point& point, sched::Algorithm algorithm,
                        std::uint32_t chunks) {
   const sched::PlanRequest request = make_request(context, point, algorithm, chunks);
+  if (context.max_memory != 0) {
+    const topo::Topology& topology = context.router->topology();
+    std::vector<std::int32_t> servers;
+    for (topo::NodeId g : request.ranks) servers.push_back(topology.node(g).server);
+    std::sort(servers.begin(), servers.end());
+    const auto distinct =
+        static_cast<std::uint64_t>(std::unique(servers.begin(), servers.end()) - servers.begin());
+    check_memory(estimate(point.collective, algorithm, request.ranks.size(), chunks, distinct,
+                          staged_transfers(topology, request.ranks)),
+                 context.concurrent, context.max_memory,
+                 fmt::format("{} {} on {} ranks with k = {}", sched::to_string(algorithm),
+                             sched::to_string(point.collective), request.ranks.size(), chunks));
+  }
   const sched::Plan plan = sched::generate(*context.router, request);
   sim::Options options;
   options.cancel = context.cancel;
   const sim::Result result = sim::simulate(*context.router, plan, options);
-  if (result.stop == sim::StopReason::cancelled) throw Interrupted();
+  if (result.stop == sim::StopReason::cancelled) throw Interrupted("interrupted (Ctrl-C)");
   if (result.stop != sim::StopReason::finished)
     throw InternalError(fmt::format("simulation of {} k={} stopped early ({}) without a limit set",
                                     sched::to_string(algorithm), chunks,

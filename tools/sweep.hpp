@@ -13,17 +13,11 @@
 
 #include "schedules/generate.hpp"
 #include "tools/report.hpp"
+#include "tools/resource_guard.hpp"
 #include "tools/value_lists.hpp"
 #include "topology/routing.hpp"
 
 namespace collsim::cli {
-
-// Thrown when Ctrl-C stops an engine; evaluate() turns it into a row, evaluate_or_throw()
-// lets it through.
-class Interrupted : public std::runtime_error {
- public:
-  Interrupted() : std::runtime_error("interrupted (Ctrl-C)") {}
-};
 
 struct Point {
   sched::Collective collective = sched::Collective::allreduce;
@@ -44,8 +38,13 @@ struct Context {
   // (--auto-search fast). Exact when time against k falls then rises, as the α-β forms of the
   // pipelined schedules do; the default tries every k.
   bool fast_auto = false;
-  // Set by Ctrl-C: engines stop at their next check and points not yet started are skipped.
+  // Set by Ctrl-C: engines stop at their next check and points not yet started are skipped;
+  // evaluate_or_throw() then throws Interrupted (tools/resource_guard.hpp).
   const std::atomic<bool>* cancel = nullptr;
+  // Each (algorithm, k) is estimated before its plan is built and refused if `concurrent` of
+  // them would not fit in `max_memory` bytes; 0 turns the check off.
+  std::uint64_t max_memory = 0;
+  unsigned concurrent = 1;
 };
 
 // The α-β terms of a plan, without overlap or contention: for each rank the bytes it copies over

@@ -123,6 +123,9 @@ TEST_CASE("bad values exit with status 2 and say what to do", "[cli][errors]") {
       {"sweep " + kTwo + " --size 1KiB:4GiB:x4 --chunks 1:8:+1 --max-points 10",
        "more than --max-points 10"},
       {"sweep " + kTwo + " --size 64:1 --chunks 1", "upwards"},
+      // Any plan needs more than a byte; the estimate is refused before the plan is built.
+      {"run " + kTwo + " --size 1MiB --max-memory 1", "--max-memory"},
+      {"run " + kTwo + " --size 1MiB --max-memory lots", "share of physical memory"},
   };
   for (const Case& c : cases) {
     const auto r = run_cli(c.args);

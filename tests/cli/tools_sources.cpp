@@ -3,3 +3,4 @@
 #include "tools/report.cpp"       // NOLINT(bugprone-suspicious-include)
 #include "tools/sweep.cpp"        // NOLINT(bugprone-suspicious-include)
 #include "tools/value_lists.cpp"  // NOLINT(bugprone-suspicious-include)
+#include "tools/resource_guard.cpp"  // NOLINT(bugprone-suspicious-include)
