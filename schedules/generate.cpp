@@ -126,6 +126,37 @@ std::string why_not(const PlanRequest& req, RankId p) {
   if (req.algorithm == Algorithm::naive && req.chunks != 1)
     return "the naive schedule moves the whole buffer at once and cannot pipeline; use --chunks 1 "
            "or a pipelined algorithm (ring, tree, ...)";
+  // Plans address ops with 32-bit ids; refuse early rather than fill memory and fail late.
+  {
+    const double P = p, K = req.chunks;
+    double log_p = 0;
+    for (RankId q = 1; q < p; q *= 2) ++log_p;
+    double transfers = 0;
+    switch (req.algorithm) {
+      case Algorithm::ring:
+      case Algorithm::hier:
+        transfers = 2 * (P - 1) * K * P;
+        break;
+      case Algorithm::direct:
+        transfers = P * (P - 1) * K;
+        break;
+      case Algorithm::tree:
+        transfers = 4 * P * K;
+        break;
+      case Algorithm::rd:
+      case Algorithm::rhd:
+        transfers = 2 * P * (log_p + 1) * K;
+        break;
+      case Algorithm::naive:
+        transfers = 2 * P;
+        break;
+    }
+    // Two ops per transfer, up to two staging copies, and about one reduction.
+    const double ops = 5 * transfers;
+    if (ops > 4e9)
+      return "the plan would hold about " + std::to_string(static_cast<long long>(ops)) +
+             " ops, beyond the 2^32 a plan can address; use fewer chunks (--chunks) or ranks";
+  }
   if ((req.collective == Collective::broadcast || req.collective == Collective::reduce) &&
       req.root >= p)
     return "root " + std::to_string(req.root) + " is not a rank (ranks are 0.." +

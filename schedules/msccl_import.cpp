@@ -269,8 +269,16 @@ Plan parse_msccl(std::string_view text, const std::string& file, Bytes size, DTy
         const std::string type = sa.str("type");
         const auto cnt = static_cast<Bytes>(sa.num("cnt", 1, 1 << 24, 1));
         const Bytes bytes = cnt * chunk;
+        // Regions end below 2^50 bytes (collsim's largest buffer), so no product overflows.
+        const Bytes limit_chunks = kMaxSize / chunk;
+        if (cnt > limit_chunks)
+          sa.fail("cnt=" + std::to_string(cnt) + " chunks exceeds the largest buffer");
         auto region = [&](const char* buf, const char* off) {
-          return Region{buffer_of(sa, buf), static_cast<Bytes>(sa.num(off, 0, 1 << 24)) * chunk};
+          const auto at = static_cast<Bytes>(sa.num(off, 0, 1 << 24));
+          if (at + cnt > limit_chunks)
+            sa.fail(std::string(off) + "=" + std::to_string(at) +
+                    " puts the region beyond the largest buffer");
+          return Region{buffer_of(sa, buf), at * chunk};
         };
         const StepRef ref{gpu, tb_id, s};
         const bool needs_send = type == "s" || type == "rcs" || type == "rrs" || type == "rrcs";
