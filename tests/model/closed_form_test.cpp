@@ -58,7 +58,8 @@ void check(Algorithm a, Collective coll, RankId p, std::uint32_t k, Bytes size,
                                    << " size=" << size << " " << c.name);
     const double want = closed_form(req, p, c.costs);
     const double got = simulated(req, p, c.costs);
-    REQUIRE(want > 0);
+    // One rank on a machine with free memory copies in no time; every other case takes some.
+    REQUIRE((want > 0 || (p == 1 && c.costs.memory_bandwidth == kUnlimited)));
     CHECK(got == Approx(want).epsilon(1e-9));
   }
 }
@@ -67,7 +68,7 @@ void check(Algorithm a, Collective coll, RankId p, std::uint32_t k, Bytes size,
 
 TEST_CASE("engine equals the closed form for every algorithm and collective", "[model]") {
   for (Collective coll : all_collectives())
-    for (RankId p : {2u, 3u, 4u, 5u, 7u, 8u, 16u})
+    for (RankId p : {1u, 2u, 3u, 4u, 5u, 7u, 8u, 16u})
       for (Algorithm a : algorithms_for(coll, p)) {
         if (a == Algorithm::hier) continue;  // hier_model_test.cpp
         for (std::uint32_t k : {1u, 2u, 3u, 8u, 64u}) {
