@@ -61,10 +61,12 @@ inline constexpr bool kSanitized = false;
 // capped (except under ASan, which reserves terabytes of it) so that a runaway allocation fails
 // inside collsim, where it must be reported, instead of taking the machine down. The hang guard
 // is generous: every catalogue case answers in well under a second.
-inline Outcome run_process(const std::vector<std::string>& args,
-                           std::chrono::seconds hang_guard = std::chrono::seconds(60),
-                           const std::string& binary = COLLSIM_BINARY,
-                           unsigned long address_space_mib = 4096) {
+// `interrupt_after` > 0 sends SIGINT (Ctrl-C) once that much time has passed.
+inline Outcome run_process(
+    const std::vector<std::string>& args,
+    std::chrono::seconds hang_guard = std::chrono::seconds(60),
+    const std::string& binary = COLLSIM_BINARY, unsigned long address_space_mib = 4096,
+    std::chrono::milliseconds interrupt_after = std::chrono::milliseconds(0)) {
   static int counter = 0;
   const auto dir = scratch_dir();
   const auto out_path = dir / ("out" + std::to_string(counter) + ".txt");
@@ -100,10 +102,17 @@ inline Outcome run_process(const std::vector<std::string>& args,
   Outcome o;
   if (pid < 0) return o;
   int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + hang_guard;
+  const auto started = std::chrono::steady_clock::now();
+  const auto deadline = started + hang_guard;
+  bool interrupted = false;
   for (;;) {
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
+    if (interrupt_after.count() > 0 && !interrupted &&
+        std::chrono::steady_clock::now() > started + interrupt_after) {
+      ::kill(pid, SIGINT);
+      interrupted = true;
+    }
     if (std::chrono::steady_clock::now() > deadline) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
