@@ -22,6 +22,8 @@ RankId peer_to(RankId r, RankId i, RankId p) {
 template <typename PieceOf, typename DstOf>
 void gather_reduce(Builder& b, const Job& job, const std::vector<RankId>& receivers,
                    PieceOf piece_of, DstOf dst_of) {
+  std::vector<char> receives(job.p, 0);
+  for (RankId q : receivers) receives[q] = 1;
   const RankId p = job.p;
   const Lanes red = Lanes::channel(0);
   for (std::uint32_t c = 0; c < job.k; ++c) {
@@ -30,7 +32,7 @@ void gather_reduce(Builder& b, const Job& job, const std::vector<RankId>& receiv
       const Lanes lanes = Lanes::channel(i);
       for (RankId r = 0; r < p; ++r) {
         const RankId to = peer_to(r, i, p);
-        if (std::find(receivers.begin(), receivers.end(), to) == receivers.end()) continue;
+        if (!receives[to]) continue;
         const Piece piece = piece_of(to, c);
         if (piece.bytes == 0) continue;
         const Region tmp = b.fresh_scratch(to, piece.bytes);
