@@ -12,6 +12,7 @@
 #include "schedules/msccl_import.hpp"
 #include "schedules/plan_json.hpp"
 #include "schedules/verify.hpp"
+#include "sim/engine.hpp"
 #include "tools/commands.hpp"
 #include "tools/exit_codes.hpp"
 #include "tools/value_lists.hpp"
@@ -208,6 +209,30 @@ void show_command(const PlanOptions& o) {
   }
 }
 
+// Simulates a plan file on a topology. Ranks without a GPU (imported plans) take the
+// topology's GPUs in order.
+void simulate_command(const PlanOptions& o) {
+  const topo::Topology t = topo::load_topology(o.topology);
+  sched::Plan plan = sched::load_plan(o.file, &t);
+  const auto& gpus = t.gpus();
+  for (sched::RankId r = 0; r < plan.num_ranks(); ++r) {
+    if (plan.rank_gpu[r] != topo::kNoNode) continue;
+    if (r >= gpus.size())
+      throw InputError(o.file, "/ranks",
+                       fmt::format("the plan has {} ranks but topology '{}' has {} GPUs; use a "
+                                   "larger topology",
+                                   plan.num_ranks(), t.name(), gpus.size()));
+    plan.rank_gpu[r] = gpus[r];
+  }
+  topo::Router router(t);
+  sim::Options options;
+  options.plan_file = o.file;
+  const sim::Result r = sim::simulate(router, plan, options);
+  fmt::print("{}: {} {} of {} on {} ranks of {}: {} ({} events)\n", o.file, plan.algorithm,
+             sched::to_string(plan.collective), format_size(plan.size), plan.num_ranks(),
+             o.topology, format_duration(r.time), r.events);
+}
+
 void import_command(const PlanOptions& o) {
   const sched::Plan plan =
       sched::import_msccl(o.file, size_option(o.import_size, "--size"), dtype_option(o.dtype));
@@ -249,6 +274,12 @@ void add_plan_commands(CLI::App& app) {
       "show", "Op counts per kind and per rank, streams and critical path of a plan file");
   show->add_option("file", o->file, "Plan JSON file")->required();
   show->callback([o] { show_command(*o); });
+
+  CLI::App* simulate = plan->add_subcommand(
+      "simulate", "Simulate a plan file (generated, hand-written or imported) on a topology");
+  simulate->add_option("file", o->file, "Plan JSON file")->required();
+  simulate->add_option("--topology", o->topology, "Topology JSON file")->required();
+  simulate->callback([o] { simulate_command(*o); });
 
   CLI::App* imp = plan->add_subcommand(
       "import", "Convert an MSCCL-style XML algorithm (docs/plan-format.md) into a plan file");
