@@ -92,7 +92,7 @@ TEST_CASE("a request too large for --max-memory is refused with the estimate and
   CHECK_THROWS_AS(check_memory(small, 1000000, std::uint64_t{1} << 30, "small"), InputError);
 }
 
-TEST_CASE("--max-memory takes a size or a share of physical memory", "[reliability][resources]") {
+TEST_CASE("max-memory takes a size or a share of physical memory", "[reliability][resources]") {
   CHECK(parse_max_memory("8GiB", "--max-memory") == std::uint64_t{8} << 30);
   CHECK(parse_max_memory("1000000", "--max-memory") == 1000000);
   if (physical_memory() > 0) {
