@@ -72,6 +72,7 @@ std::vector<std::string> arguments(const json& c) {
   else if (loader == "msccl")
     raw = {"plan", "import", "{input}", "--size", "1MiB"};
   std::vector<std::string> out;
+  out.reserve(raw.size());
   for (const auto& a : raw) out.push_back(expand(a, c));
   return out;
 }
