@@ -9,9 +9,9 @@ namespace collsim::reliability {
 namespace {
 
 // Ring allreduce on all 1024 GPUs of the cluster with k = 4 simulates about 25 million events,
-// tens of seconds, so the interrupt lands inside the simulation; 1.5 s leaves the loader and
-// router time to finish and the handler time to be installed. Its events are cheap, so the
-// engine's poll (every 4096 events) answers within milliseconds.
+// tens of seconds, so the interrupt lands inside the simulation: it is sent after 1.5 s, once
+// the process has installed its handler. Its events are cheap, so the engine's poll (every 4096
+// events) answers within milliseconds.
 const std::vector<std::string> kLong = {"--topology", "configs/cluster-1024.json",
                                         "--algo",     "ring",
                                         "--chunks",   "4",

@@ -61,6 +61,20 @@ inline constexpr bool kSanitized = false;
 // capped (except under ASan, which reserves terabytes of it) so that a runaway allocation fails
 // inside collsim, where it must be reported, instead of taking the machine down. The hang guard
 // is generous: every catalogue case answers in well under a second.
+// Whether `pid` has installed a SIGINT handler yet (Linux: the SigCgt mask of /proc/PID/status).
+// A Ctrl-C that lands before the handler would kill the process with the default action, which
+// is not what a test of the handler means to check.
+inline bool catches_sigint(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("SigCgt:", 0) == 0) {
+      const unsigned long long mask = std::stoull(line.substr(7), nullptr, 16);
+      return ((mask >> (SIGINT - 1)) & 1) != 0;
+    }
+  return true;  // no /proc: fall back on the delay alone
+}
+
 // `interrupt_after` > 0 sends SIGINT (Ctrl-C) once that much time has passed.
 inline Outcome run_process(
     const std::vector<std::string>& args,
@@ -109,7 +123,7 @@ inline Outcome run_process(
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
     if (interrupt_after.count() > 0 && !interrupted &&
-        std::chrono::steady_clock::now() > started + interrupt_after) {
+        std::chrono::steady_clock::now() > started + interrupt_after && catches_sigint(pid)) {
       ::kill(pid, SIGINT);
       interrupted = true;
     }
