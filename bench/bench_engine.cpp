@@ -58,6 +58,11 @@ int main(int argc, char** argv) {
   bool header = false;
   bool jitter = false;
   std::string topology_file;
+  std::string algorithm_name = "ring";
+  std::string case_name;
+  double max_wall = 0;
+  double max_mib = 0;
+  bool sweep = false;
   app.add_option("--gpus", gpus, "Number of GPUs")->check(CLI::Range(2u, 1u << 20));
   app.add_option("--size", size_text, "Allreduce size, e.g. 1GiB");
   app.add_option("--chunks", chunks, "Pipeline chunks k")->check(CLI::Range(1u, 1024u));
@@ -70,6 +75,17 @@ int main(int argc, char** argv) {
   app.add_option("--topology", topology_file,
                  "Run on this topology file (every GPU, ring order = file order) instead of the "
                  "built-in ring; --gpus and --jitter are then ignored and there is no closed form");
+  app.add_option("--algorithm", algorithm_name,
+                 "Allreduce algorithm: ring, tree, rhd, rd, hier, ...");
+  app.add_option("--case", case_name,
+                 "Print one row of the targets table (case, events, events/s, wall, CPU, peak, "
+                 "target, met) under this name instead of the detailed row");
+  app.add_option("--max-wall", max_wall, "Target: generate + simulate wall seconds (0: none)");
+  app.add_option("--max-mib", max_mib, "Target: peak RSS in MiB (0: none)");
+  app.add_flag(
+      "--sweep", sweep,
+      "nccl-tests-style sweep: every allreduce algorithm the machine accepts, sizes 8 B to "
+      "16 GiB by factors of 2; --max-wall is then per collective");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -98,13 +114,86 @@ int main(int argc, char** argv) {
     if (topology_file.empty()) topo::finalize(t);
     topo::Router router(t);
 
+    const auto algorithm = sched::parse_algorithm(algorithm_name);
+    if (!algorithm)
+      throw InputError("", "--algorithm", "unknown algorithm '" + algorithm_name + "'");
+    const auto target = [&](double wall_s, double cpu_s) {
+      std::string goal, met;
+      if (max_wall > 0) goal = fmt::format("≤ {:g} s", max_wall);
+      if (max_mib > 0) goal += fmt::format("{}≤ {:g} MiB", goal.empty() ? "" : ", ", max_mib);
+      const bool mem_ok = max_mib <= 0 || peak_rss_mib() <= max_mib;
+      // The box is shared: when only the CPU time meets the wall target, say so.
+      if (max_wall <= 0 || wall_s <= max_wall)
+        met = mem_ok ? "yes" : "no (memory)";
+      else
+        met = cpu_s <= max_wall && mem_ok ? "CPU only" : "no";
+      return std::pair{goal.empty() ? std::string("—") : goal, met};
+    };
+    if (case_name.empty() && sweep) case_name = "sweep";
+    if (header && !case_name.empty())
+      std::printf(
+          "| case | collectives | events | events/s (CPU) | wall s | CPU s | peak RSS MiB | target "
+          "| met |\n|---|---:|---:|---:|---:|---:|---:|---|---|\n");
+
+    if (sweep) {
+      // Every (algorithm, size) the machine accepts, generate + simulate each; the slowest counts.
+      std::uint64_t events = 0, collectives = 0;
+      double worst_wall = 0, worst_cpu = 0, total_wall = 0, total_cpu = 0, sim_cpu = 0;
+      std::string worst;
+      for (sched::Algorithm a : sched::algorithms_for(sched::Collective::allreduce, gpus)) {
+        for (Bytes size = 8; size <= (Bytes{16} << 30); size *= 2) {
+          sched::PlanRequest r;
+          r.algorithm = a;
+          r.size = size;
+          r.chunks = a == sched::Algorithm::naive
+                         ? 1
+                         : static_cast<std::uint32_t>(std::min<Bytes>(chunks, size / 4));
+          if (!sched::why_not(r, gpus).empty()) continue;
+          const auto t0 = std::chrono::steady_clock::now();
+          const double c0 = cpu_seconds();
+          sched::Plan plan;
+          try {
+            plan = sched::generate(router, r);
+          } catch (const InputError&) {
+            continue;  // e.g. hier on a machine without servers
+          }
+          const double c1 = cpu_seconds();
+          const sim::Result res = sim::simulate(router, plan);
+          const double c2 = cpu_seconds();
+          const double wall = seconds_since(t0);
+          events += res.events;
+          ++collectives;
+          sim_cpu += c2 - c1;
+          total_wall += wall;
+          total_cpu += c2 - c0;
+          if (wall > worst_wall) {
+            worst_wall = wall;
+            worst = fmt::format("{} {}", sched::to_string(a), format_size(size));
+          }
+          worst_cpu = std::max(worst_cpu, c2 - c0);
+        }
+      }
+      const auto [goal, met] = target(worst_wall, worst_cpu);
+      std::printf(
+          "| %s: %u GPUs, every algorithm, 8 B–16 GiB, k ≤ %u (slowest: %s) | %llu | %llu "
+          "| %.3g | %.3f total, %.2g worst | %.3f total, %.2g worst | %.0f | %s per "
+          "collective | %s |\n",
+          case_name.c_str(), gpus, chunks, worst.c_str(),
+          static_cast<unsigned long long>(collectives), static_cast<unsigned long long>(events),
+          static_cast<double>(events) / sim_cpu, total_wall, worst_wall, total_cpu, worst_cpu,
+          peak_rss_mib(), goal.c_str(), met.c_str());
+      return 0;
+    }
+
     sched::PlanRequest request;
     request.collective = sched::Collective::allreduce;
-    request.algorithm = sched::Algorithm::ring;
+    request.algorithm = *algorithm;
     request.size = parse_size(size_text);
     request.chunks = chunks;
     auto t0 = std::chrono::steady_clock::now();
+    const double g0 = cpu_seconds();
     const sched::Plan plan = sched::generate(router, request);
+    const double generate_cpu = cpu_seconds() - g0;
     const double generate_s = seconds_since(t0);
     const double plan_rss = peak_rss_mib();
 
@@ -117,16 +206,28 @@ int main(int argc, char** argv) {
       cpus.push_back(cpu_seconds() - c0);
       walls.push_back(seconds_since(t0));
     }
+    std::sort(walls.begin(), walls.end());
+    std::sort(cpus.begin(), cpus.end());
+    const double wall = walls[walls.size() / 2];
+    const double cpu = cpus[cpus.size() / 2];
+
+    if (!case_name.empty()) {
+      const auto [goal, met] = target(generate_s + wall, generate_cpu + cpu);
+      std::printf(
+          "| %s | 1 | %llu | %.3g | %.2f (%.2f + %.2f) | %.2f (%.2f + %.2f) | %.0f | %s | "
+          "%s |\n",
+          case_name.c_str(), static_cast<unsigned long long>(result.events),
+          static_cast<double>(result.events) / cpu, generate_s + wall, generate_s, wall,
+          generate_cpu + cpu, generate_cpu, cpu, peak_rss_mib(), goal.c_str(), met.c_str());
+      return 0;
+    }
+
     // Validation, ordering and routes alone: a run stopped after its first event.
     sim::Options setup_only;
     setup_only.max_events = 1;
     double c0 = cpu_seconds();
     sim::simulate(router, plan, setup_only);
     const double setup_cpu = cpu_seconds() - c0;
-    std::sort(walls.begin(), walls.end());
-    std::sort(cpus.begin(), cpus.end());
-    const double wall = walls[walls.size() / 2];
-    const double cpu = cpus[cpus.size() / 2];
 
     sched::UniformCosts costs;
     costs.alpha = alpha;
@@ -134,16 +235,15 @@ int main(int argc, char** argv) {
     costs.bandwidth = bw;
     costs.launch = launch;
     costs.memory_bandwidth = mem;
-    const double model = sched::closed_form(request, gpus, costs);
-    const std::string versus = jitter || !topology_file.empty()
-                                   ? std::string("n/a")
-                                   : fmt::format("{:.1e}", std::abs(result.time - model) / model);
+    const bool uniform = !jitter && topology_file.empty() && *algorithm == sched::Algorithm::ring;
+    const double model = uniform ? sched::closed_form(request, gpus, costs) : 0.0;
+    const std::string versus =
+        uniform ? fmt::format("{:.1e}", std::abs(result.time - model) / model) : std::string("n/a");
 
     // The engine's own per-op state (sim/engine.cpp): one 16-byte record per op (pending count,
-    // next op on the stream, successor offset, route and state), plus 4 bytes per dependency.
-    const double engine_mib =
-        (16.0 * static_cast<double>(plan.num_ops()) + 4.0 * static_cast<double>(plan.num_deps())) /
-        (1024.0 * 1024.0);
+    // next op on the stream, the successor or a successor group, route and state); successor
+    // groups (ops with two or more successors; none in a ring) are not counted.
+    const double engine_mib = 16.0 * static_cast<double>(plan.num_ops()) / (1024.0 * 1024.0);
 
     if (header)
       std::printf(

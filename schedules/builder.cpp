@@ -98,7 +98,10 @@ void require_host(const topo::Topology& t, topo::NodeId gpu) {
 OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
                    std::span<const OpId> after_src, std::span<const OpId> after_dst,
                    const Lanes& fl, const Lanes& tl) {
-  std::vector<OpId> send_deps(after_src.begin(), after_src.end());
+  // The send waits for `after_src`, or for the staging copy that waited for them. No vector of
+  // dependencies per transfer: a heap allocation per move showed up when generating large plans.
+  std::span<const OpId> send_deps = after_src;
+  OpId staging_copy = kNoOp;
   Region send_src = src;
   const bool stage = staged(from, to);
   if (stage) {
@@ -114,8 +117,8 @@ OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
     c.bytes = bytes;
     c.src = src;
     c.dst = send_src;
-    const OpId cid = plan_.add(c, send_deps);
-    send_deps.assign(1, cid);
+    staging_copy = plan_.add(c, send_deps);
+    send_deps = std::span<const OpId>(&staging_copy, 1);
   }
   Region recv_dst = dst;
   if (stage && memory_of(dst.buffer) == Memory::device) recv_dst = fresh_host(to, bytes);

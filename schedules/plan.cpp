@@ -104,43 +104,113 @@ Region Plan::unpack(std::uint64_t v) {
   return Region{static_cast<BufferId>(v >> 56), v & ((std::uint64_t{1} << 56) - 1)};
 }
 
-void Plan::reserve(std::size_t ops, std::size_t deps) {
+void Plan::reserve(std::size_t ops, std::size_t deps, std::size_t reduces) {
   kind_.reserve(ops);
   rank_.reserve(ops);
   stream_.reserve(ops);
   bytes_.reserve(ops);
-  src_.reserve(ops);
-  src2_.reserve(ops);
-  dst_.reserve(ops);
-  peer_.reserve(ops);
-  partner_.reserve(ops);
-  seconds_.reserve(ops);
-  dep_begin_.reserve(ops + 1);
+  a_.reserve(ops);
+  b_.reserve(ops);
+  reduce_.reserve(reduces);
+  dep_.reserve(ops);
+  // Only ops with two or more dependencies use deps_; reserving address space for all of them
+  // costs no memory until written.
   deps_.reserve(deps);
 }
 
 OpId Plan::add(const Op& op, std::span<const OpId> deps) {
   if (kind_.size() >= kNoOp) throw InternalError("plan has more than 2^32-1 ops");
   const auto id = static_cast<OpId>(kind_.size());
+  std::uint64_t a = 0, b = 0;
+  switch (op.kind) {
+    case OpKind::send:
+      a = pack(op.src);
+      b = std::uint64_t{op.peer} << 32 | kNoOp;
+      break;
+    case OpKind::recv:
+      a = pack(op.dst);
+      b = std::uint64_t{op.peer} << 32 | kNoOp;
+      break;
+    case OpKind::reduce:
+      a = pack(op.dst);
+      b = reduce_.size();
+      reduce_.push_back({pack(op.src), pack(op.src2)});
+      break;
+    case OpKind::copy:
+      a = pack(op.dst);
+      b = pack(op.src);
+      break;
+    case OpKind::compute:
+    case OpKind::delay:
+      a = std::bit_cast<std::uint64_t>(op.seconds);
+      break;
+  }
   kind_.push_back(op.kind);
   rank_.push_back(op.rank);
   stream_.push_back(op.stream);
-  bytes_.push_back(op.bytes);
-  src_.push_back(pack(op.src));
-  src2_.push_back(pack(op.src2));
-  dst_.push_back(pack(op.dst));
-  peer_.push_back(op.peer);
-  partner_.push_back(kNoOp);
-  seconds_.push_back(op.seconds);
+  if (op.bytes < kWideBytes) {
+    bytes_.push_back(static_cast<std::uint32_t>(op.bytes));
+  } else {
+    bytes_.push_back(kWideBytes);
+    wide_.emplace_back(id, op.bytes);
+  }
+  a_.push_back(a);
+  b_.push_back(b);
+  std::size_t count = 0;
+  OpId first = kNoOp;
   for (OpId d : deps)
-    if (d != kNoOp) deps_.push_back(d);
-  dep_begin_.push_back(static_cast<std::uint32_t>(deps_.size()));
+    if (d != kNoOp && count++ == 0) first = d;
+  if (count == 0) {
+    dep_.push_back(kNoOp);
+  } else if (count == 1 && first < kManyDeps) {
+    dep_.push_back(first);
+  } else {
+    const std::size_t g = dep_begin_.size() - 1;
+    if (g >= kManyDeps || deps_.size() + count > kNoOp)
+      throw InternalError("plan has more than 2^31 ops with several dependencies");
+    dep_.push_back(kManyDeps | static_cast<std::uint32_t>(g));
+    for (OpId d : deps)
+      if (d != kNoOp) deps_.push_back(d);
+    dep_begin_.push_back(static_cast<std::uint32_t>(deps_.size()));
+  }
+  num_deps_ += count;
   return id;
 }
 
 void Plan::match(OpId send, OpId recv) {
-  partner_[send] = recv;
-  partner_[recv] = send;
+  // Only transfers carry a partner (the low half of their b word); a non-transfer end keeps no
+  // record of the pairing, so the engine reports the transfer end as unmatched.
+  if (transfer(send)) b_[send] = (b_[send] & ~std::uint64_t{0xffffffff}) | recv;
+  if (transfer(recv)) b_[recv] = (b_[recv] & ~std::uint64_t{0xffffffff}) | send;
+}
+
+Bytes Plan::wide_bytes(OpId id) const {
+  const auto it =
+      std::lower_bound(wide_.begin(), wide_.end(), id,
+                       [](const std::pair<OpId, Bytes>& w, OpId v) { return w.first < v; });
+  return it->second;
+}
+
+Region Plan::src(OpId id) const {
+  switch (kind_[id]) {
+    case OpKind::send:
+      return unpack(a_[id]);
+    case OpKind::copy:
+      return unpack(b_[id]);
+    case OpKind::reduce:
+      return unpack(reduce_[b_[id]][0]);
+    default:
+      return Region{};
+  }
+}
+
+Region Plan::src2(OpId id) const {
+  return kind_[id] == OpKind::reduce ? unpack(reduce_[b_[id]][1]) : Region{};
+}
+
+Region Plan::dst(OpId id) const {
+  const OpKind k = kind_[id];
+  return k == OpKind::recv || k == OpKind::reduce || k == OpKind::copy ? unpack(a_[id]) : Region{};
 }
 
 Op Plan::op(OpId id) const {
@@ -148,12 +218,12 @@ Op Plan::op(OpId id) const {
   o.kind = kind_[id];
   o.rank = rank_[id];
   o.stream = stream_[id];
-  o.bytes = bytes_[id];
+  o.bytes = bytes(id);
   o.src = src(id);
   o.src2 = src2(id);
   o.dst = dst(id);
-  o.peer = peer_[id];
-  o.seconds = seconds_[id];
+  o.peer = peer(id);
+  o.seconds = seconds(id);
   return o;
 }
 

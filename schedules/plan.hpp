@@ -15,12 +15,16 @@
 //   copy   writes dst = src on `rank`; d2h, h2d, d2d or host memcpy follows from the buffers
 //   compute, delay: take `seconds`, touch no data
 //
-// Storage is a struct of arrays with 32-bit ids and dependencies in CSR form: about 60 bytes
-// per op plus 4 per dependency edge (docs/performance.md).
+// Storage is a struct of arrays with 32-bit ids and dependencies in CSR form, each op keeping only
+// the fields its kind uses: 31 bytes per op, 16 more per reduce, and 4 more per dependency edge
+// of ops with two or more (docs/performance.md).
+#include <array>
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "topology/topology.hpp"
@@ -100,23 +104,38 @@ class Plan {
   }
   // Declares that `send` delivers to `recv`: the pair is one transfer.
   void match(OpId send, OpId recv);
-  void reserve(std::size_t ops, std::size_t deps);
+  // Room for `ops` ops (`reduces` of them reductions) and `deps` dependency edges.
+  void reserve(std::size_t ops, std::size_t deps, std::size_t reduces = 0);
 
   std::size_t num_ops() const { return kind_.size(); }
-  std::size_t num_deps() const { return deps_.size(); }
+  std::size_t num_deps() const { return num_deps_; }
   Op op(OpId id) const;
   OpKind kind(OpId id) const { return kind_[id]; }
   RankId rank(OpId id) const { return rank_[id]; }
   StreamId stream(OpId id) const { return stream_[id]; }
-  Bytes bytes(OpId id) const { return bytes_[id]; }
-  RankId peer(OpId id) const { return peer_[id]; }
-  OpId partner(OpId id) const { return partner_[id]; }  // matched send/recv, or kNoOp
-  double seconds(OpId id) const { return seconds_[id]; }
-  Region src(OpId id) const { return unpack(src_[id]); }
-  Region src2(OpId id) const { return unpack(src2_[id]); }
-  Region dst(OpId id) const { return unpack(dst_[id]); }
+  Bytes bytes(OpId id) const {
+    const std::uint32_t b = bytes_[id];
+    return b != kWideBytes ? b : wide_bytes(id);
+  }
+  RankId peer(OpId id) const {  // send: destination rank; recv: source rank; else kNoRank
+    return transfer(id) ? static_cast<RankId>(b_[id] >> 32) : kNoRank;
+  }
+  OpId partner(OpId id) const {  // matched send/recv, or kNoOp
+    return transfer(id) ? static_cast<OpId>(b_[id]) : kNoOp;
+  }
+  double seconds(OpId id) const {  // compute and delay; 0 otherwise
+    const OpKind k = kind_[id];
+    return k == OpKind::compute || k == OpKind::delay ? std::bit_cast<double>(a_[id]) : 0.0;
+  }
+  Region src(OpId id) const;
+  Region src2(OpId id) const;
+  Region dst(OpId id) const;
   std::span<const OpId> deps(OpId id) const {
-    return {deps_.data() + dep_begin_[id], deps_.data() + dep_begin_[id + 1]};
+    const std::uint32_t v = dep_[id];
+    if (v == kNoOp) return {};
+    if (!(v & kManyDeps)) return {&dep_[id], 1};
+    const std::uint32_t g = v & ~kManyDeps;
+    return {deps_.data() + dep_begin_[g], deps_.data() + dep_begin_[g + 1]};
   }
   // Streams used by each rank: 1 + the largest stream id seen for that rank.
   StreamId num_streams(RankId rank) const;
@@ -124,17 +143,36 @@ class Plan {
  private:
   static std::uint64_t pack(Region r);
   static Region unpack(std::uint64_t v);
+  bool transfer(OpId id) const { return kind_[id] == OpKind::send || kind_[id] == OpKind::recv; }
+  Bytes wide_bytes(OpId id) const;
 
+  // Byte counts of 2^32 - 1 and more are rare (a few ops of a huge buffer on few ranks): they
+  // sit in a side table so that every other op stores 4 bytes instead of 8.
+  static constexpr std::uint32_t kWideBytes = ~std::uint32_t{0};
+
+  // Each op stores only the fields its kind uses, in two 8-byte words:
+  //   send    a = src (packed region)   b = peer << 32 | partner
+  //   recv    a = dst                   b = peer << 32 | partner
+  //   reduce  a = dst                   b = index into reduce_ (src, src2)
+  //   copy    a = dst                   b = src
+  //   compute, delay: a = seconds (bit pattern)
+  // Fields a kind does not use read back as the defaults of Op. A packed region has the buffer
+  // in the top 8 bits and the offset below.
   std::vector<OpKind> kind_;
   std::vector<RankId> rank_;
   std::vector<StreamId> stream_;
-  std::vector<Bytes> bytes_;
-  std::vector<std::uint64_t> src_, src2_, dst_;  // buffer in the top 8 bits, offset below
-  std::vector<RankId> peer_;
-  std::vector<OpId> partner_;
-  std::vector<double> seconds_;
-  std::vector<std::uint32_t> dep_begin_{0};
+  std::vector<std::uint32_t> bytes_;          // kWideBytes: see wide_
+  std::vector<std::pair<OpId, Bytes>> wide_;  // by increasing OpId
+  std::vector<std::uint64_t> a_, b_;
+  std::vector<std::array<std::uint64_t, 2>> reduce_;  // src, src2 of each reduce
+  // Dependencies. Most ops have none or one, kept in dep_ itself: kNoOp for none, else the op it
+  // waits for. An op with more (or one whose id has the top bit set) holds kManyDeps | g, and its
+  // dependencies are deps_[dep_begin_[g], dep_begin_[g + 1]).
+  static constexpr std::uint32_t kManyDeps = 1u << 31;
+  std::vector<std::uint32_t> dep_;
+  std::vector<std::uint32_t> dep_begin_{0};  // by group
   std::vector<OpId> deps_;
+  std::size_t num_deps_ = 0;
 };
 
 }  // namespace collsim::sched

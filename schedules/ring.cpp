@@ -94,7 +94,8 @@ void ring_allgather_phase(Builder& b, const Job& job, RankId lead,
 void reserve_ring(Builder& b, const Job& job, std::uint64_t steps, std::uint64_t reduce_steps) {
   const std::uint64_t per_step = std::uint64_t{job.p} * job.k;
   b.plan().reserve(b.plan().num_ops() + per_step * (2 * steps + reduce_steps),
-                   b.plan().num_deps() + per_step * (steps + reduce_steps));
+                   b.plan().num_deps() + per_step * (steps + reduce_steps),
+                   per_step * reduce_steps);
 }
 
 void ring_allreduce(Builder& b, const Job& job) {

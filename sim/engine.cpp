@@ -91,7 +91,13 @@ class Engine {
   NodeId endpoint(RankId rank, sched::BufferId buffer) const;
   std::uint32_t lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op);
   std::uint32_t resolve(OpId op);  // sends, d2h and h2d copies
-  const topo::Route& route_of(OpId op) const { return *route_list_[ops_[op].route_state >> 2]; }
+  // A resolved route, flattened: its links are route_links_[begin, end).
+  struct FlatRoute {
+    std::uint32_t begin = 0;
+    std::uint32_t end = 0;
+    double latency = 0;
+  };
+  const FlatRoute& route_of(OpId op) const { return flat_routes_[ops_[op].route_state >> 2]; }
   void resolve_routes();
 
   void ready(OpId op);
@@ -119,17 +125,24 @@ class Engine {
   struct OpRecord {
     std::uint32_t pending = 0;      // unfinished stream predecessor + dependencies
     OpId stream_next = kNoOp;       // next op on the same (rank, stream)
-    std::uint32_t succ_begin = 0;   // successors: succ_[succ_begin, next record's succ_begin)
+    std::uint32_t succ = kNoOp;     // the one successor, or kMany | group (see below)
     std::uint32_t route_state = 0;  // route index (sends, PCIe copies) << 2 | OpState
   };
   static_assert(sizeof(OpRecord) == 16);
-  std::vector<OpRecord> ops_;  // n + 1 records: the last only ends the successor lists
+  std::vector<OpRecord> ops_;
   OpState state(OpId op) const { return static_cast<OpState>(ops_[op].route_state & 3u); }
   void set_state(OpId op, OpState s) {
     ops_[op].route_state = (ops_[op].route_state & ~3u) | static_cast<std::uint32_t>(s);
   }
+  // Successors through dependencies. Most ops have at most one (a ring's recv feeds one reduce,
+  // its reduce one send), kept in the record itself: no successor array the size of the plan and
+  // no second cache miss to reach it. An op with more holds kMany | g, and its successors are
+  // succ_[many_[g], many_[g + 1]). Plans of 2^31 ops or more put every successor in groups, so
+  // that an op id never looks like kMany | g.
+  static constexpr std::uint32_t kMany = 1u << 31;
+  std::vector<std::uint32_t> many_;
   std::vector<OpId> succ_;
-  // Sends, d2h and h2d copies keep the index of their route (into route_list_) in their record,
+  // Sends, d2h and h2d copies keep the index of their route (into flat_routes_) in their record,
   // resolved before the run: finding it again in the hot loop would read the other end of the
   // transfer, a cache miss when the plan is large.
   // The last route each rank looked up while resolving: a ring's rank always sends to the same
@@ -140,10 +153,17 @@ class Engine {
   };
   std::vector<RouteCacheEntry> route_cache_;  // by rank
   std::vector<OpTiming> timing_;              // only when recording or observed
+  // Each rank's GPU's alpha and launch latency: topology nodes are large records spread over
+  // the whole machine, one cache miss per transfer when read in the hot loop.
+  std::vector<double> rank_alpha_, rank_launch_;
   bool track_ = false;
 
   std::unordered_map<RouteKey, std::uint32_t, RouteKeyHash> routes_;
-  std::vector<const topo::Route*> route_list_;
+  // Routes by index, their links copied into one array: the router's Route objects sit wherever
+  // the heap put them, and following a pointer to one and then to its link list cost two cache
+  // misses per transfer on the 1024-GPU cluster.
+  std::vector<FlatRoute> flat_routes_;
+  std::vector<ResourceId> route_links_;
 
   // Per flow slot, indexed by FlowId.
   std::vector<Owner> flow_owner_;
@@ -316,7 +336,8 @@ void Engine::build_order() {
         std::max<std::uint32_t>(stream_base[plan_.rank(op) + 1], plan_.stream(op) + 1u);
   for (RankId r = 0; r < p; ++r) stream_base[r + 1] += stream_base[r];
   std::vector<OpId> last(stream_base[p], kNoOp);
-  ops_.assign(n + 1, OpRecord{});  // every op waiting, no route
+  // First pass: stream order, and each op's successor count (in `succ`, from 0).
+  ops_.assign(n, OpRecord{0, kNoOp, 0, 0});  // every op waiting, no route
   for (OpId op = 0; op < n; ++op) {
     OpId& prev = last[stream_base[plan_.rank(op)] + plan_.stream(op)];
     if (prev != kNoOp) {
@@ -326,21 +347,39 @@ void Engine::build_order() {
     prev = op;
     for (OpId d : plan_.deps(op)) {
       ++ops_[op].pending;
-      ++ops_[d + 1].succ_begin;
+      ++ops_[d].succ;
     }
   }
-  // Record i + 1 counted op i's successors. An exclusive prefix sum in place makes it op i's
-  // first slot; filling then advances it to op i's end, which is op i + 1's begin: one pass, and
-  // no second array the size of the plan.
+  // Second pass: one successor stays inline (marked kOne until filled); more get a group.
+  constexpr std::uint32_t kOne = kNoOp - 1;
+  const bool inline_ok = n < kMany;
+  many_.clear();
   std::uint32_t total = 0;
-  for (std::size_t i = 1; i <= n; ++i) {
-    const std::uint32_t count = ops_[i].succ_begin;
-    ops_[i].succ_begin = total;
-    total += count;
+  for (OpId op = 0; op < n; ++op) {
+    const std::uint32_t count = ops_[op].succ;
+    if (count == 0) {
+      ops_[op].succ = kNoOp;
+    } else if (count == 1 && inline_ok) {
+      ops_[op].succ = kOne;
+    } else {
+      ops_[op].succ = kMany | static_cast<std::uint32_t>(many_.size());
+      many_.push_back(total);
+      total += count;
+    }
   }
-  succ_.resize(total);
+  many_.push_back(total);
+  succ_.assign(total, kNoOp);
+  // Third pass, in op order so that successors stay in increasing op order (the order ready()
+  // sees them in, hence the order of the run): fill the inline slots and the groups.
+  std::vector<std::uint32_t> cursor(many_.begin(), many_.end() - 1);
   for (OpId op = 0; op < n; ++op)
-    for (OpId d : plan_.deps(op)) succ_[ops_[d + 1].succ_begin++] = op;
+    for (OpId d : plan_.deps(op)) {
+      std::uint32_t& slot = ops_[d].succ;
+      if (slot == kOne)
+        slot = op;
+      else
+        succ_[cursor[slot & ~kMany]++] = op;
+    }
 }
 
 NodeId Engine::endpoint(RankId rank, sched::BufferId buffer) const {
@@ -362,10 +401,15 @@ std::uint32_t Engine::lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpI
                        fmt::format("{} cannot be routed: {}", describe(op), e.what()));
     }
     // Route indices share a 32-bit word with the op's state: 2^30 distinct routes at most.
-    if (route_list_.size() >= (std::size_t{1} << 30))
+    if (flat_routes_.size() >= (std::size_t{1} << 30))
       throw InternalError("more than 2^30 distinct routes in one plan");
-    it = routes_.emplace(key, static_cast<std::uint32_t>(route_list_.size())).first;
-    route_list_.push_back(route);
+    it = routes_.emplace(key, static_cast<std::uint32_t>(flat_routes_.size())).first;
+    FlatRoute flat;
+    flat.begin = static_cast<std::uint32_t>(route_links_.size());
+    for (topo::LinkId l : route->links) route_links_.push_back(map_.link(l));
+    flat.end = static_cast<std::uint32_t>(route_links_.size());
+    flat.latency = route->latency;
+    flat_routes_.push_back(flat);
   }
   cached = RouteCacheEntry{key, it->second};
   return it->second;
@@ -477,7 +521,7 @@ void Engine::ready(OpId op) {
       const FlowId f = new_flow(Owner::reduce, op, static_cast<double>(plan_.bytes(op)));
       // Two operands read and one result written: every byte crosses memory three times.
       flows_.add_use(f, map_.memory(gpu), 3.0);
-      launch(f, topo_.node(gpu).launch_latency);
+      launch(f, rank_launch_[rank]);
       return;
     }
     case OpKind::compute:
@@ -503,11 +547,10 @@ void Engine::start_transfer(OpId send, OpId recv) {
       observer_->on_op_start(recv, timing_[recv].ready, now_);
     }
   }
-  const topo::Route& route = route_of(send);
+  const FlatRoute& route = route_of(send);
   const FlowId f = new_flow(Owner::transfer, send, static_cast<double>(plan_.bytes(send)));
-  for (topo::LinkId l : route.links) flows_.add_use(f, map_.link(l), 1.0);
-  const NodeId gpu = plan_.rank_gpu[plan_.rank(send)];
-  launch(f, topo_.node(gpu).alpha + route.latency);
+  for (std::uint32_t i = route.begin; i < route.end; ++i) flows_.add_use(f, route_links_[i], 1.0);
+  launch(f, rank_alpha_[plan_.rank(send)] + route.latency);
 }
 
 void Engine::start_copy(OpId op) {
@@ -522,8 +565,9 @@ void Engine::start_copy(OpId op) {
   switch (sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer)) {
     case CopyKind::d2h:
     case CopyKind::h2d: {
-      const topo::Route& route = route_of(op);
-      for (topo::LinkId l : route.links) flows_.add_use(f, map_.link(l), 1.0);
+      const FlatRoute& route = route_of(op);
+      for (std::uint32_t i = route.begin; i < route.end; ++i)
+        flows_.add_use(f, route_links_[i], 1.0);
       latency = route.latency;
       break;
     }
@@ -565,7 +609,14 @@ void Engine::complete(OpId op) {
   }
   const OpId next = ops_[op].stream_next;
   if (next != kNoOp && --ops_[next].pending == 0) ready(next);
-  for (std::uint32_t i = ops_[op].succ_begin; i < ops_[op + 1].succ_begin; ++i)
+  const std::uint32_t succ = ops_[op].succ;
+  if (succ == kNoOp) return;
+  if (!(succ & kMany)) {
+    if (--ops_[succ].pending == 0) ready(succ);
+    return;
+  }
+  const std::uint32_t g = succ & ~kMany;
+  for (std::uint32_t i = many_[g]; i < many_[g + 1]; ++i)
     if (--ops_[succ_[i]].pending == 0) ready(succ_[i]);
 }
 
@@ -700,6 +751,12 @@ Result Engine::run() {
   observer_ = options_.observer;
   track_ = options_.record_ops || observer_ != nullptr;
   if (track_) timing_.assign(n, OpTiming{});
+  rank_alpha_.resize(plan_.num_ranks());
+  rank_launch_.resize(plan_.num_ranks());
+  for (RankId r = 0; r < plan_.num_ranks(); ++r) {
+    rank_alpha_[r] = topo_.node(plan_.rank_gpu[r]).alpha;
+    rank_launch_[r] = topo_.node(plan_.rank_gpu[r]).launch_latency;
+  }
 
   std::vector<double> capacity(map_.size());
   for (ResourceId r = 0; r < map_.size(); ++r) capacity[r] = map_.capacity(topo_, r);

@@ -81,7 +81,9 @@ class FlowModel {
     FlowId flow;
     std::uint32_t use;  // index into the flow's uses
   };
-  struct Resource {
+  // One cache line holds everything starting or ending a flow touches (capacity, flow list,
+  // busy and byte counters); the progressive-filling scratch below is only read when sharing.
+  struct alignas(64) Resource {
     double capacity = kUnlimited;
     std::vector<Entry> flows;
     double busy_since = 0;
