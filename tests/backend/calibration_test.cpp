@@ -81,6 +81,20 @@ TEST_CASE("calibration: fits, JSON round trip and derived bandwidths", "[backend
   CHECK(back.find("d2h")->payload_bandwidth == Approx(12e9));
 }
 
+TEST_CASE("calibration: a noisy sweep's wide confidence interval still round-trips",
+          "[backend][calibration]") {
+  // A loaded host once produced a delay fit whose 95% interval on beta was 6.6e6 s per unit;
+  // the file calibrate wrote must be one the loader accepts.
+  auto c = synthetic("T4");
+  REQUIRE(!c.fits.empty());
+  c.fits.front().fit.alpha_ci95 = 7e6;
+  c.fits.front().fit.beta_ci95 = 6.6e6;
+  const auto back = parse_calibration(to_json(c).dump(), "noisy.json");
+  REQUIRE(back.fits.front().fit.beta_ci95);
+  CHECK(*back.fits.front().fit.beta_ci95 == 6.6e6);
+  CHECK(*back.fits.front().fit.alpha_ci95 == 7e6);
+}
+
 TEST_CASE("calibration: apply overrides matching GPUs and their PCIe links",
           "[backend][calibration]") {
   auto t = small_box();
