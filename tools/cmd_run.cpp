@@ -324,8 +324,8 @@ void run_command(const RunOptions& o) {
   Evaluation ev;
   try {
     ev = evaluate_or_throw(context, point, name);
-  } catch (const Interrupted&) {
-    std::fprintf(stderr, "collsim: interrupted (Ctrl-C) before the simulation finished\n");
+  } catch (const Interrupted& e) {
+    std::fprintf(stderr, "collsim: %s; the simulation did not finish\n", e.what());
     std::exit(kExitInterrupted);
   }
   if (!o.trace.empty()) {

@@ -47,7 +47,12 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   sim::Options options;
   options.cancel = context.cancel;
   const sim::Result result = sim::simulate(*context.router, plan, options);
-  if (result.stop == sim::StopReason::cancelled) throw Interrupted("interrupted (Ctrl-C)");
+  if (result.stop == sim::StopReason::cancelled)
+    throw Interrupted(fmt::format("interrupted (Ctrl-C) after {} events, at simulated time {}, of "
+                                  "{} {} k={}",
+                                  result.events, format_duration(result.time),
+                                  sched::to_string(algorithm), sched::to_string(point.collective),
+                                  chunks));
   if (result.stop != sim::StopReason::finished)
     throw InternalError(fmt::format("simulation of {} k={} stopped early ({}) without a limit set",
                                     sched::to_string(algorithm), chunks,
