@@ -36,6 +36,8 @@ TEST_CASE("Ctrl-C stops collsim run cleanly with exit status 130", "[reliability
   CHECK(o.exit_code == 130);
   CHECK(o.err.find("interrupted") != std::string::npos);
   CHECK(o.err.find("internal error") == std::string::npos);
+  // It says how far it got.
+  CHECK(o.err.find("events, at simulated time") != std::string::npos);
   // No result row: the header at most.
   CHECK(o.out.find("allreduce,ring") == std::string::npos);
 }
