@@ -4,6 +4,7 @@
 #include <array>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "topology_test_util.hpp"
@@ -16,6 +17,8 @@ struct Run {
 };
 
 Run run(const std::string& args) {
+  INFO("the collsim executable is built with the tests: " << COLLSIM_BINARY);
+  REQUIRE(std::filesystem::exists(COLLSIM_BINARY));
   const std::string command = std::string(COLLSIM_BINARY) + " " + args + " 2>&1";
   Run r;
   FILE* pipe = popen(command.c_str(), "r");
