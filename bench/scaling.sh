@@ -18,9 +18,9 @@ run() {  # label x args... -> "label x events cpu_s wall_s peak_mib"
 }
 
 {
-  for p in 128 256 512 1024; do run p "$p" --gpus "$p" --size 1GiB --chunks 8; done
-  for k in 2 8 32; do run k "$k" --gpus 256 --size 1GiB --chunks "$k"; done
-  for s in 1 32 1024; do run size_MiB "$s" --gpus 256 --size "${s}MiB" --chunks 8; done
+  for p in 64 128 256 512; do run p "$p" --gpus "$p" --size 1GiB --chunks 8; done
+  for k in 2 8 32; do run k "$k" --gpus 128 --size 1GiB --chunks "$k"; done
+  for s in 1 32 1024; do run size_MiB "$s" --gpus 128 --size "${s}MiB" --chunks 8; done
 } | python3 -c '
 import math, sys
 rows = [l.split() for l in sys.stdin if l.strip()]
