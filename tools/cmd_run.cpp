@@ -40,6 +40,7 @@ struct RunOptions {
   std::string nranks;
   sched::RankId root = 0;
   std::string calibration;
+  std::string routing = "ecmp";
   std::string trace;
   std::string format = "table";
   std::string out;
@@ -81,6 +82,11 @@ void add_common_options(CLI::App& cmd, RunOptions& o, bool sweep) {
   cmd.add_option("--root", o.root, "Root rank of broadcast and reduce")->capture_default_str();
   cmd.add_option("--calibration", o.calibration,
                  "Calibration JSON from collsim calibrate; replaces matching GPUs' parameters");
+  cmd.add_option("--routing", o.routing,
+                 "ecmp: each rank pair's flows hash onto one of the equal-cost paths, as fabric "
+                 "switches spread flows; shortest: every flow takes the one deterministic "
+                 "shortest path (all traffic between two leaves then crosses one spine)")
+      ->capture_default_str();
   cmd.add_option("--format", o.format, "Output: table, csv or json (JSON lines)")
       ->capture_default_str();
   cmd.add_option("--out", o.out, "Write the results to this file instead of stdout");
@@ -189,6 +195,10 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
   lines.push_back(fmt::format("dtype       {}", o.dtype));
   if (!o.nranks.empty()) lines.push_back(fmt::format("nranks      {}", o.nranks));
   lines.push_back(fmt::format("calibration {}", calibration_note));
+  lines.push_back(fmt::format("routing     {}",
+                              o.routing == "ecmp" ? "ecmp (equal-cost paths chosen per rank pair "
+                                                    "by a deterministic hash)"
+                                                  : "shortest (one deterministic path per pair)"));
   // Without --chunks, "--algo ring,auto" leaves k free for auto only; the line keeps that.
   std::string again =
       fmt::format("collsim {} --topology {} --collective {} --algo {} --size {}{} --dtype {}",
@@ -198,6 +208,7 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
   if (!o.nranks.empty()) again += fmt::format(" --nranks {}", o.nranks);
   if (o.root != 0) again += fmt::format(" --root {}", o.root);
   if (!o.calibration.empty()) again += fmt::format(" --calibration {}", o.calibration);
+  if (o.routing != "ecmp") again += fmt::format(" --routing {}", o.routing);
   if (o.auto_search != "full") again += fmt::format(" --auto-search {}", o.auto_search);
   if (!o.max_memory.empty()) again += fmt::format(" --max-memory {}", o.max_memory);
   lines.push_back(fmt::format("reproduce   {}", again));
@@ -237,12 +248,23 @@ struct Loaded {
   std::string calibration_note;
 };
 
+topo::RoutingOptions parse_routing(const std::string& text) {
+  topo::RoutingOptions options;
+  if (text == "ecmp") {
+    options.ecmp = true;
+  } else if (text != "shortest") {
+    throw InputError("", "--routing",
+                     fmt::format("unknown routing \"{}\"; expected ecmp or shortest", text));
+  }
+  return options;
+}
+
 std::unique_ptr<Loaded> load(const RunOptions& o) {
   auto loaded = std::make_unique<Loaded>(o.topology);
   loaded->calibration_note = "none (the topology's parameters as written)";
   if (!o.calibration.empty())
     loaded->calibration_note = apply_calibration_file(loaded->topology, o.calibration);
-  loaded->router = std::make_unique<topo::Router>(loaded->topology);
+  loaded->router = std::make_unique<topo::Router>(loaded->topology, parse_routing(o.routing));
   loaded->ranks = parse_ranks(o.ranks, loaded->topology, "--ranks");
   return loaded;
 }

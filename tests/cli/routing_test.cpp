@@ -1,0 +1,44 @@
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "tests/cli/cli_support.hpp"
+
+using collsim::cli_test::run_cli;
+
+namespace {
+
+// time_us is the 9th CSV column (collective,algo,topology,ranks,size_bytes,count,dtype,chunks,
+// time_us,...).
+double time_us(const std::string& csv) {
+  const auto row = csv.substr(csv.find('\n') + 1);
+  std::size_t at = 0;
+  for (int column = 0; column < 8; ++column) at = row.find(',', at) + 1;
+  return std::stod(row.substr(at));
+}
+
+}  // namespace
+
+TEST_CASE("ecmp spreads tree traffic over the spines that shortest-path routing piles onto one",
+          "[cli][routing]") {
+  // 64 ranks on 8 servers of the rail-optimised cluster: tree edges join GPUs of different
+  // rails, whose traffic crosses the spine layer. With one shortest path per pair every such
+  // flow between two leaves takes the same spine and they share it; hashed over the equal-cost
+  // spines they share less, so the collective must finish strictly sooner.
+  const std::string args =
+      "run --topology configs/cluster-1024.json --algo tree --size 16MiB --chunks 2 "
+      "--ranks 0-63 --format csv --no-wall --routing ";
+  const auto ecmp = run_cli(args + "ecmp");
+  const auto shortest = run_cli(args + "shortest");
+  REQUIRE(ecmp.status == 0);
+  REQUIRE(shortest.status == 0);
+  CHECK(time_us(ecmp.out) < time_us(shortest.out));
+}
+
+TEST_CASE("routing is ecmp by default and a wrong name is a usage error", "[cli][routing]") {
+  const auto table = run_cli("run --topology tests/cli/data/two-gpus.json --size 1MiB");
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("# routing     ecmp") != std::string::npos);
+  const auto bad = run_cli("run --topology tests/cli/data/two-gpus.json --size 1MiB --routing x");
+  CHECK(bad.status == 2);
+  CHECK(bad.err.find("expected ecmp or shortest") != std::string::npos);
+}
