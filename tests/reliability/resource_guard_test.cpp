@@ -1,6 +1,6 @@
 // The resource estimate against plans actually generated, the memory limit's refusal, and the
 // Ctrl-C flag as the engine sees it.
-#include "tools/resource_guard.cpp"  // NOLINT(bugprone-suspicious-include): not in a library
+#include "tools/resource_guard.hpp"
 
 #include <catch2/catch.hpp>
 #include <csignal>
