@@ -693,7 +693,7 @@ void Engine::report_stuck() const {
   std::string chain;
   const std::size_t from = cur == kNoOp ? 0 : seen.at(cur);
   for (std::size_t i = from; i < path.size() && i < from + 8; ++i)
-    chain += fmt::format("{}{} waits for ", i == from ? "" : ", which ", describe(path[i]));
+    chain += describe(path[i]) + (i == from ? " waits for " : ", which waits for ");
   if (path.size() - from > 8) chain += "... ";
   chain += cur == kNoOp ? "an op that never runs" : describe(cur);
   const std::size_t stuck = n - done_;

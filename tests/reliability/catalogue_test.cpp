@@ -251,9 +251,9 @@ TEST_CASE("a plan whose transfers wait on each other is an engine InputError, no
       CHECK(what.find(name) != std::string::npos);
       CHECK(what.find("/ops/0") != std::string::npos);
       CHECK(what.find("deadlocks") != std::string::npos);
-      // Known bug (sim/engine.cpp, deadlock report): the text between "waits for" and ", which"
-      // is empty. Reported without failing until it is fixed.
-      CHECK_NOFAIL(what.find("waits for ,") == std::string::npos);
+      // The chain names every op it passes through: "A waits for B, which waits for C".
+      CHECK(what.find("waits for ,") == std::string::npos);
+      CHECK(what.find(", which waits for ") != std::string::npos);
     }
   }
 }
