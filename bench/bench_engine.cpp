@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   double max_wall = 0;
   double max_mib = 0;
   bool sweep = false;
+  std::string routing = "ecmp";
   app.add_option("--gpus", gpus, "Number of GPUs")->check(CLI::Range(2u, 1u << 20));
   app.add_option("--size", size_text, "Allreduce size, e.g. 1GiB");
   app.add_option("--chunks", chunks, "Pipeline chunks k")->check(CLI::Range(1u, 1024u));
@@ -86,6 +87,10 @@ int main(int argc, char** argv) {
       "--sweep", sweep,
       "nccl-tests-style sweep: every allreduce algorithm the machine accepts, sizes 8 B to "
       "16 GiB by factors of 2; --max-wall is then per collective");
+  app.add_option("--routing", routing,
+                 "ecmp (the command line's default) or shortest: how flows pick among "
+                 "equal-cost paths")
+      ->check(CLI::IsMember({"ecmp", "shortest"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -112,7 +117,7 @@ int main(int argc, char** argv) {
       t.add_link(topo::Link{j, i, topo::LinkKind::nvlink, b, lat, i});
     }
     if (topology_file.empty()) topo::finalize(t);
-    topo::Router router(t);
+    topo::Router router(t, topo::RoutingOptions{.ecmp = routing == "ecmp"});
 
     const auto algorithm = sched::parse_algorithm(algorithm_name);
     if (!algorithm)

@@ -41,6 +41,41 @@ std::vector<ResourceId> FlowModel::resources(FlowId f) const {
   return out;
 }
 
+double FlowModel::bound_of(const Flow& flow) const {
+  double bound = kUnlimited;
+  for (const Use& use : flow.uses) {
+    const double c = res_[use.resource].capacity;
+    if (c < kUnlimited) bound = std::min(bound, c / use.weight);
+  }
+  return bound;
+}
+
+void FlowModel::add_demand(const Flow& flow, double sign) {
+  if (!(flow.bound < kUnlimited)) return;  // no limited resource
+  for (const Use& use : flow.uses) {
+    Resource& res = res_[use.resource];
+    if (res.capacity < kUnlimited) res.demand += sign * use.weight * flow.bound;
+  }
+}
+
+void FlowModel::settle_demand(ResourceId r) {
+  // With at most one flow the running sum is replaced by its exact value, so that rounding
+  // never accumulates over a resource's lifetime.
+  Resource& res = res_[r];
+  if (res.flows.size() > 1) return;
+  res.demand = 0;
+  if (res.flows.empty() || !(res.capacity < kUnlimited)) return;
+  const Entry& e = res.flows.front();
+  res.demand = flows_[e.flow].uses[e.use].weight * flows_[e.flow].bound;
+}
+
+void FlowModel::touch_slack(const Flow& flow) {
+  // The flow's resources whose load changed without a re-share: observers still see them.
+  for (const Use& use : flow.uses)
+    if (res_[use.resource].capacity < kUnlimited && res_[use.resource].stamp != epoch_)
+      comp_res_.push_back(use.resource);
+}
+
 void FlowModel::start(FlowId f, double bytes, double now) {
   Flow& flow = flows_[f];
   flow.active = true;
@@ -54,45 +89,40 @@ void FlowModel::start(FlowId f, double bytes, double now) {
   if (bytes <= 0) {
     // Nothing to drain: done now, and the resources never see it.
     flow.uses.clear();
+    flow.bound = kUnlimited;
     flow.finish = now;
     ++flow.version;
     flow.scheduled = true;
     rescheduled_.push_back(f);
     return;
   }
-  seeds_.clear();
   for (std::uint32_t u = 0; u < flow.uses.size(); ++u) {
     Use& use = flow.uses[u];
     Resource& res = res_[use.resource];
     if (res.flows.empty()) res.busy_since = now;
     use.slot = static_cast<std::uint32_t>(res.flows.size());
     res.flows.push_back(Entry{f, u});
-    if (res.capacity < kUnlimited) seeds_.push_back(use.resource);
   }
-  if (seeds_.empty()) {
-    // Only unlimited resources: the bytes drain in no time.
-    flow.rate = kUnlimited;
-    flow.finish = now;
-    ++flow.version;
-    flow.scheduled = true;
-    rescheduled_.push_back(f);
+  flow.bound = bound_of(flow);
+  add_demand(flow, +1);
+  seeds_.clear();
+  for (const Use& use : flow.uses) {
+    settle_demand(use.resource);
+    if (binding(res_[use.resource])) seeds_.push_back(use.resource);
+  }
+  if (!seeds_.empty()) {
+    reshare(now);
+    touch_slack(flow);
     return;
   }
-  // Fast path, the common case in a well-scheduled collective: alone on every limited resource,
-  // the flow is its own component and gets the smallest capacity / weight.
-  double rate = kUnlimited;
-  for (const Use& use : flow.uses) {
-    const Resource& res = res_[use.resource];
-    if (!(res.capacity < kUnlimited)) continue;
-    if (res.flows.size() != 1) {
-      reshare(now);
-      return;
-    }
-    rate = std::min(rate, res.capacity / use.weight);
-  }
-  comp_res_.assign(seeds_.begin(), seeds_.end());
-  flow.rate = rate;
-  flow.finish = rate > 0 ? now + bytes / rate : kUnlimited;
+  // Slack everywhere (always so when alone on every limited resource): the flow runs at its
+  // bound and nobody else's share changes.
+  new_epoch();
+  touch_slack(flow);
+  flow.rate = flow.bound;
+  flow.finish = flow.rate == kUnlimited ? now
+                : flow.rate > 0         ? now + bytes / flow.rate
+                                        : kUnlimited;
   ++flow.version;
   flow.scheduled = true;
   rescheduled_.push_back(f);
@@ -104,7 +134,11 @@ void FlowModel::release(FlowId f, double now, bool completed) {
   if (!completed && flow.rate > 0 && flow.rate < kUnlimited)
     flow.remaining -= flow.rate * (now - flow.last);
   const double drained = completed ? flow.bytes : std::max(0.0, flow.bytes - flow.remaining);
+  // Only resources that bound somebody can pass bandwidth on to the flows left there.
   seeds_.clear();
+  for (const Use& use : flow.uses)
+    if (binding(res_[use.resource])) seeds_.push_back(use.resource);
+  add_demand(flow, -1);
   for (const Use& use : flow.uses) {
     Resource& res = res_[use.resource];
     res.bytes += drained * use.weight;
@@ -114,29 +148,38 @@ void FlowModel::release(FlowId f, double now, bool completed) {
     flows_[moved.flow].uses[moved.use].slot = use.slot;
     res.flows.pop_back();
     if (res.flows.empty()) res.busy_total += now - res.busy_since;
-    if (res.capacity < kUnlimited) seeds_.push_back(use.resource);
+    settle_demand(use.resource);
   }
   flow.active = false;
   flow.scheduled = false;
   ++flow.version;  // any event still queued for it is now stale
-  flow.uses.clear();
-  free_.push_back(f);
   rescheduled_.clear();
   comp_res_.clear();
-  bool alone = true;
-  for (ResourceId r : seeds_) alone = alone && res_[r].flows.empty();
-  if (alone)
-    comp_res_.assign(seeds_.begin(), seeds_.end());  // nobody left to re-share with
+  if (seeds_.empty())
+    new_epoch();
   else
     reshare(now);
+  touch_slack(flow);
+  flow.uses.clear();
+  free_.push_back(f);
 }
 
 void FlowModel::set_capacity(ResourceId r, double capacity, double now) {
+  // Every flow on r gets a new bound, which changes the demand on its other resources.
+  for (const Entry& e : res_[r].flows) add_demand(flows_[e.flow], -1);
   res_[r].capacity = capacity;
-  rescheduled_.clear();
-  comp_res_.clear();
   seeds_.clear();
   seeds_.push_back(r);
+  for (const Entry& e : res_[r].flows) {
+    Flow& flow = flows_[e.flow];
+    flow.bound = bound_of(flow);
+    add_demand(flow, +1);
+    for (const Use& use : flow.uses) seeds_.push_back(use.resource);
+  }
+  for (ResourceId s : seeds_) settle_demand(s);
+  if (!(capacity < kUnlimited)) res_[r].demand = 0;
+  rescheduled_.clear();
+  comp_res_.clear();
   reshare(now);
 }
 
@@ -159,16 +202,67 @@ void FlowModel::add_to_component(ResourceId r) {
   comp_res_.push_back(r);
 }
 
-void FlowModel::reshare(double now) {
+double FlowModel::lowest_by_scan(ResourceId& bottleneck) const {
+  double best = kUnlimited;
+  for (ResourceId r : comp_res_) {
+    const Resource& res = res_[r];
+    if (res.unfrozen == 0 || !(res.capacity < kUnlimited)) continue;
+    if (share(res) < best) {
+      best = share(res);
+      bottleneck = r;
+    }
+  }
+  return best;
+}
+
+double FlowModel::lowest_in_heap(ResourceId& bottleneck) {
+  // Keys are the shares resources had when pushed. A share only rises as flows freeze below it,
+  // so every key is a lower bound of its resource's share: a top whose share rose goes back with
+  // the new one, and a top whose share is still its key is the lowest. One re-push per stale
+  // top, instead of one per frozen flow per resource it crosses.
+  while (!heap_.empty()) {
+    const Level top = heap_.front();
+    const Resource& res = res_[top.resource];
+    if (res.unfrozen > 0 && !(share(res) > top.share)) {
+      bottleneck = top.resource;
+      return share(res);
+    }
+    std::pop_heap(heap_.begin(), heap_.end(), later);
+    heap_.pop_back();
+    if (res.unfrozen > 0) {
+      heap_.push_back(Level{share(res), top.resource});
+      std::push_heap(heap_.begin(), heap_.end(), later);
+    }
+  }
+  return kUnlimited;
+}
+
+void FlowModel::freeze(Flow& flow, double rate) {
+  flow.frozen = true;
+  flow.new_rate = rate;
+  for (const Use& use : flow.uses) {
+    Resource& res = res_[use.resource];
+    if (res.stamp != epoch_) continue;
+    --res.unfrozen;
+    res.weight_sum -= use.weight;
+    res.remaining -= use.weight * rate;
+  }
+}
+
+void FlowModel::new_epoch() {
   if (++epoch_ == 0) {
     // The stamps wrapped around: clear them so that no stale stamp matches the new epoch.
     for (Resource& res : res_) res.stamp = 0;
     for (Flow& flow : flows_) flow.stamp = 0;
     epoch_ = 1;
   }
+}
+
+void FlowModel::reshare(double now) {
+  new_epoch();
   comp_flows_.clear();
-  // Seeds join even when unlimited (a capacity that became unlimited frees its flows); from
-  // there the component grows through limited resources only.
+  // Seeds join even when slack or unlimited (a capacity that became unlimited frees its flows);
+  // from there the component grows through binding resources only.
   for (ResourceId s : seeds_)
     if (res_[s].stamp != epoch_) add_to_component(s);
   for (std::size_t i = 0; i < comp_res_.size(); ++i) {
@@ -178,7 +272,7 @@ void FlowModel::reshare(double now) {
       flow.stamp = epoch_;
       comp_flows_.push_back(e.flow);
       for (const Use& use : flow.uses)
-        if (res_[use.resource].stamp != epoch_ && res_[use.resource].capacity < kUnlimited)
+        if (res_[use.resource].stamp != epoch_ && binding(res_[use.resource]))
           add_to_component(use.resource);
     }
   }
@@ -190,42 +284,60 @@ void FlowModel::reshare(double now) {
     res.weight_sum = 0;
     for (const Entry& e : res.flows) res.weight_sum += flows_[e.flow].uses[e.use].weight;
   }
+  by_bound_.clear();
   for (FlowId f : comp_flows_) {
     Flow& flow = flows_[f];
     if (flow.rate > 0 && flow.rate < kUnlimited) flow.remaining -= flow.rate * (now - flow.last);
     flow.last = now;
     flow.frozen = false;
     flow.new_rate = kUnlimited;
+    // A bound set by a resource of the component is enforced by that resource itself; only a
+    // bound from a slack resource outside it needs a level of its own.
+    double inside = kUnlimited;
+    for (const Use& use : flow.uses)
+      if (res_[use.resource].stamp == epoch_)
+        inside = std::min(inside, res_[use.resource].capacity / use.weight);
+    if (flow.bound < inside) by_bound_.push_back(f);
   }
+  std::sort(by_bound_.begin(), by_bound_.end(), [&](FlowId a, FlowId b) {
+    return flows_[a].bound < flows_[b].bound || (flows_[a].bound == flows_[b].bound && a < b);
+  });
 
-  // Progressive filling: the resource with the smallest fair share fixes its flows' rates.
-  std::size_t left = comp_flows_.size();
-  while (left > 0) {
-    double best = kUnlimited;
-    Resource* bottleneck = nullptr;
-    for (ResourceId r : comp_res_) {
-      Resource& res = res_[r];
-      if (res.unfrozen == 0 || !(res.capacity < kUnlimited)) continue;
-      const double share = res.remaining > 0 ? res.remaining / res.weight_sum : 0.0;
-      if (share < best) {
-        best = share;
-        bottleneck = &res;
+  // Progressive filling: the lowest level, a resource's fair share or flows' own bounds, freezes
+  // its flows there; repeat. The first rounds scan the component's resources; a component with
+  // many distinct levels then moves them into a heap (lowest_in_heap).
+  std::size_t next_bound = 0;
+  bool heaped = false;
+  for (unsigned round = 0;; ++round) {
+    if (!heaped && round == kScanRounds) {
+      heaped = true;
+      heap_.clear();
+      for (ResourceId r : comp_res_) {
+        const Resource& res = res_[r];
+        if (res.unfrozen > 0 && res.capacity < kUnlimited) heap_.push_back(Level{share(res), r});
       }
+      std::make_heap(heap_.begin(), heap_.end(), later);
     }
-    if (bottleneck == nullptr) break;  // the rest cross unlimited resources only
-    for (const Entry& e : bottleneck->flows) {
-      Flow& flow = flows_[e.flow];
-      if (flow.frozen) continue;
-      flow.frozen = true;
-      flow.new_rate = best;
-      --left;
-      for (const Use& use : flow.uses) {
-        Resource& res = res_[use.resource];
-        if (res.stamp != epoch_) continue;
-        --res.unfrozen;
-        res.weight_sum -= use.weight;
-        res.remaining -= use.weight * best;
+    ResourceId bottleneck = kNoResource;
+    const double level = heaped ? lowest_in_heap(bottleneck) : lowest_by_scan(bottleneck);
+    while (next_bound < by_bound_.size() && flows_[by_bound_[next_bound]].frozen) ++next_bound;
+    if (next_bound < by_bound_.size() && flows_[by_bound_[next_bound]].bound < level) {
+      // Flows held below every shared level by a resource of their own freeze at their bounds.
+      for (; next_bound < by_bound_.size(); ++next_bound) {
+        Flow& flow = flows_[by_bound_[next_bound]];
+        if (!(flow.bound < level)) break;
+        if (!flow.frozen) freeze(flow, flow.bound);
       }
+      continue;
+    }
+    if (bottleneck == kNoResource) break;  // the rest cross unlimited resources only
+    if (heaped) {
+      std::pop_heap(heap_.begin(), heap_.end(), later);
+      heap_.pop_back();
+    }
+    for (const Entry& e : res_[bottleneck].flows) {
+      Flow& flow = flows_[e.flow];
+      if (!flow.frozen) freeze(flow, level);
     }
   }
 

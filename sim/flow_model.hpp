@@ -8,11 +8,20 @@
 // freeze at that level; repeat. A resource with unlimited capacity never constrains anything and
 // does not join flows into one sharing problem.
 //
-// Only the connected component of the flows/resources graph that an arrival, a departure or a
-// capacity change touches is recomputed. Its cost is O(F_c·h + R_c·k) for F_c flows of h resources
-// each and R_c finite resources in the component, where k ≤ R_c is the number of distinct
-// bottleneck levels. A flow whose rate came out exactly as before keeps its completion time, so
-// an undisturbed flow ends at exactly start + bytes / rate.
+// Slack resources do not couple flows. Each flow has a *bound*, the rate it would get alone:
+// min over its limited resources of capacity / weight. A resource whose flows' bounds cannot
+// fill it (Σ weight × bound ≤ capacity, its *demand*; always so with one flow) can never be
+// saturated, so its constraint is implied by the bounds: the allocation is the max-min fair one
+// of the *binding* resources plus one private constraint x ≤ bound per flow, which is the same
+// allocation, exactly. Flows then join one sharing problem only through binding resources: on a
+// fabric whose NICs are the bottleneck, flows that cross the same switches stay independent
+// instead of forming one component the size of the cluster.
+//
+// Only the connected component, through binding resources, of what an arrival, a departure or a
+// capacity change touches is recomputed; a flow that stays on slack resources only is not
+// re-shared at all. The cost is O(F_c·h + (R_c + F_c)·log) for F_c flows of h resources each and
+// R_c binding resources in the component. A flow whose rate came out exactly as before keeps its
+// completion time, so an undisturbed flow ends at exactly start + bytes / rate.
 #include <cstdint>
 #include <vector>
 
@@ -70,6 +79,7 @@ class FlowModel {
     double last = 0;  // time `remaining` was last brought up to date
     double finish = kUnlimited;
     double new_rate = 0;
+    double bound = kUnlimited;  // rate alone: min over limited resources of capacity / weight
     std::uint32_t version = 0;
     std::uint32_t stamp = 0;
     bool active = false;
@@ -89,15 +99,46 @@ class FlowModel {
     double busy_since = 0;
     double busy_total = 0;
     double bytes = 0;
+    double demand = 0;  // Σ weight × bound of its flows (limited resources only)
     // Progressive-filling scratch.
     double remaining = 0;
     double weight_sum = 0;
     std::uint32_t unfrozen = 0;
     std::uint32_t stamp = 0;
   };
-
+  // Can the resource be saturated by the bounds of its flows? See the header comment. The
+  // margin keeps rounding in the running demand sum from calling a binding resource slack; a
+  // slack resource called binding only costs time.
+  bool binding(const Resource& res) const {
+    return res.capacity < kUnlimited && res.flows.size() > 1 &&
+           res.demand > res.capacity * (1 - 1e-9);
+  }
+  // A resource waiting in the progressive-filling heap under the share it had when pushed.
+  struct Level {
+    double share;
+    ResourceId resource;
+  };
+  // Heap order: lowest share first, ties by resource id, so that runs repeat exactly.
+  static bool later(const Level& a, const Level& b) {
+    return a.share > b.share || (a.share == b.share && a.resource > b.resource);
+  }
+  static double share(const Resource& res) {
+    return res.remaining > 0 ? res.remaining / res.weight_sum : 0.0;
+  }
+  static constexpr ResourceId kNoResource = ~ResourceId{0};
+  // Rounds of progressive filling done by scanning before a component's resources go into a
+  // heap: a scan is cheaper for the few levels of a symmetric collective, the heap for many.
+  static constexpr unsigned kScanRounds = 8;
+  double lowest_by_scan(ResourceId& bottleneck) const;
+  double lowest_in_heap(ResourceId& bottleneck);
+  double bound_of(const Flow& flow) const;
+  void add_demand(const Flow& flow, double sign);
+  void settle_demand(ResourceId r);
+  void touch_slack(const Flow& flow);
+  void new_epoch();
   void reshare(double now);
   void add_to_component(ResourceId r);
+  void freeze(Flow& flow, double rate);
 
   std::vector<Flow> flows_;
   std::vector<FlowId> free_;
@@ -106,6 +147,8 @@ class FlowModel {
   std::vector<ResourceId> comp_res_;
   std::vector<FlowId> comp_flows_;
   std::vector<FlowId> rescheduled_;
+  std::vector<FlowId> by_bound_;
+  std::vector<Level> heap_;
   std::uint32_t epoch_ = 0;
 };
 
