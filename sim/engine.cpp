@@ -183,6 +183,11 @@ class Engine {
 
   FlowModel flows_;
   EventQueue queue_;
+  // Completion events superseded by a rate change but still queued; swept out once they are
+  // more than half the queue and more than kMinSweep.
+  std::vector<std::uint8_t> flow_queued_;  // by FlowId: a live flow_done event is queued
+  std::uint64_t stale_events_ = 0;
+  static constexpr std::uint64_t kMinSweep = 1u << 16;
   double now_ = 0;
   double last_end_ = 0;
   std::size_t done_ = 0;
@@ -465,7 +470,10 @@ FlowId Engine::new_flow(Owner owner, std::uint32_t index, double bytes) {
 
 void Engine::schedule_rescheduled() {
   for (FlowId f : flows_.rescheduled()) {
+    if (f >= flow_queued_.size()) flow_queued_.resize(f + 1, 0);
+    stale_events_ += flow_queued_[f];  // its queued completion, if any, is now superseded
     const double t = flows_.finish_time(f);
+    flow_queued_[f] = t < kUnlimited;
     if (t < kUnlimited) queue_.push(t, EventKind::flow_done, f, flows_.version(f));
   }
   if (observer_)
@@ -801,8 +809,11 @@ Result Engine::run() {
     const Event e = queue_.pop();
     const EventKind kind = e.kind();
     if ((kind == EventKind::latency_done || kind == EventKind::flow_done) &&
-        e.version != flows_.version(e.id))
+        e.version != flows_.version(e.id)) {
+      if (kind == EventKind::flow_done) --stale_events_;
       continue;  // superseded by a later rate change
+    }
+    if (kind == EventKind::flow_done) flow_queued_[e.id] = 0;
     if (e.time() > options_.max_time) {
       now_ = options_.max_time;
       stop = StopReason::time_limit;
@@ -839,10 +850,17 @@ Result Engine::run() {
       stop = StopReason::event_limit;
       break;
     }
-    if ((events_ & 4095) == 0 && options_.cancel != nullptr &&
-        options_.cancel->load(std::memory_order_relaxed)) {
+    // Every event: one relaxed load, and a run whose events are slow (large sharing
+    // components) still stops at once.
+    if (options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed)) {
       stop = StopReason::cancelled;
       break;
+    }
+    if (stale_events_ > kMinSweep && stale_events_ > queue_.size() / 2) {
+      queue_.remove_if([&](const Event& ev) {
+        return ev.kind() == EventKind::flow_done && ev.version != flows_.version(ev.id);
+      });
+      stale_events_ = 0;
     }
   }
   if (stop == StopReason::finished && done_ < n) report_stuck();

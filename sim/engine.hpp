@@ -48,7 +48,7 @@ struct Options {
   // Limits: the run stops early, with Result::stop saying why. 0 / kUnlimited / null: none.
   std::uint64_t max_events = 0;
   double max_time = kUnlimited;               // simulated seconds
-  const std::atomic<bool>* cancel = nullptr;  // polled every few thousand events
+  const std::atomic<bool>* cancel = nullptr;  // polled after every event
   std::string plan_file;                      // names the plan in error messages; may be empty
 };
 

@@ -17,7 +17,9 @@
 // is O(log4 b) for b open buckets. Times are non-negative doubles, whose bit patterns order like
 // unsigned integers, so comparisons are integer compares. Nothing allocates once the buckets and
 // the heap have grown to their working size. Events are never removed early: an event that
-// became stale (a flow whose rate changed) carries a version the engine checks when it pops it.
+// became stale (a flow whose rate changed) carries a version the engine checks when it pops it,
+// until the engine sweeps them out with remove_if().
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <vector>
@@ -55,6 +57,37 @@ class EventQueue {
     buckets_[open_].items.push_back(
         Item{(next_seq_++ << 8) | static_cast<std::uint8_t>(kind), id, version});
     ++size_;
+  }
+
+  // Drops every event for which `stale(event)` holds, keeping the order of the rest. The engine
+  // calls it when superseded flow events outnumber live ones: without it, a large sharing
+  // component that re-times all its flows at every arrival fills memory with dead events.
+  template <typename Stale>
+  void remove_if(Stale stale) {
+    std::vector<Key> kept;
+    kept.reserve(heap_.size());
+    for (const Key& key : heap_) {
+      Bucket& bucket = buckets_[key.bucket];
+      std::size_t out = 0;
+      for (std::size_t i = bucket.head; i < bucket.items.size(); ++i) {
+        const Item& item = bucket.items[i];
+        if (!stale(Event{bucket.time_bits, item.seq_kind, item.id, item.version}))
+          bucket.items[out++] = item;
+      }
+      size_ -= bucket.items.size() - bucket.head - out;
+      bucket.items.resize(out);
+      bucket.items.shrink_to_fit();
+      bucket.head = 0;
+      if (out > 0) {
+        kept.push_back(key);
+      } else {
+        free_.push_back(key.bucket);
+        if (open_ == key.bucket) open_ = kNone;
+      }
+    }
+    // Sorted by key is a valid heap; the keys, and so the order of the events, are unchanged.
+    std::sort(kept.begin(), kept.end(), [](const Key& a, const Key& b) { return a.before(b); });
+    heap_ = std::move(kept);
   }
 
   // The earliest event; the queue must not be empty.
