@@ -5,6 +5,7 @@
 
 #include "schedules/plan.hpp"
 #include "sim/engine.hpp"
+#include "tests/common/op_builders.hpp"
 #include "topology/routing.hpp"
 #include "topology/topology.hpp"
 
@@ -33,62 +34,27 @@ inline topo::LinkId add_duplex(topo::Topology& t, topo::NodeId a, topo::NodeId b
   return id;
 }
 
+// The engine tests' ops read and write offset 0 of fixed buffers: only sizes and timing matter.
 inline sched::Op send_op(sched::RankId rank, sched::RankId peer, Bytes bytes,
                          sched::StreamId stream = 0) {
-  sched::Op op;
-  op.kind = sched::OpKind::send;
-  op.rank = rank;
-  op.peer = peer;
-  op.bytes = bytes;
-  op.stream = stream;
-  op.src = sched::Region{sched::BufferId::input, 0};
-  return op;
+  return test::send_op(rank, peer, bytes, {sched::BufferId::input, 0}, stream);
 }
 
 inline sched::Op recv_op(sched::RankId rank, sched::RankId peer, Bytes bytes,
                          sched::StreamId stream = 0) {
-  sched::Op op;
-  op.kind = sched::OpKind::recv;
-  op.rank = rank;
-  op.peer = peer;
-  op.bytes = bytes;
-  op.stream = stream;
-  op.dst = sched::Region{sched::BufferId::scratch, 0};
-  return op;
+  return test::recv_op(rank, peer, bytes, {sched::BufferId::scratch, 0}, stream);
 }
 
-inline sched::Op timed_op(sched::OpKind kind, sched::RankId rank, double seconds,
-                          sched::StreamId stream = 0) {
-  sched::Op op;
-  op.kind = kind;
-  op.rank = rank;
-  op.seconds = seconds;
-  op.stream = stream;
-  return op;
-}
+using test::timed_op;
 
 inline sched::Op copy_op(sched::RankId rank, sched::BufferId src, sched::BufferId dst, Bytes bytes,
                          sched::StreamId stream = 0) {
-  sched::Op op;
-  op.kind = sched::OpKind::copy;
-  op.rank = rank;
-  op.src = sched::Region{src, 0};
-  op.dst = sched::Region{dst, 0};
-  op.bytes = bytes;
-  op.stream = stream;
-  return op;
+  return test::copy_op(rank, bytes, {src, 0}, {dst, 0}, stream);
 }
 
 inline sched::Op reduce_op(sched::RankId rank, Bytes bytes, sched::StreamId stream = 0) {
-  sched::Op op;
-  op.kind = sched::OpKind::reduce;
-  op.rank = rank;
-  op.bytes = bytes;
-  op.stream = stream;
-  op.src = sched::Region{sched::BufferId::input, 0};
-  op.src2 = sched::Region{sched::BufferId::scratch, 0};
-  op.dst = sched::Region{sched::BufferId::output, 0};
-  return op;
+  return test::reduce_op(rank, bytes, {sched::BufferId::input, 0}, {sched::BufferId::scratch, 0},
+                         {sched::BufferId::output, 0}, stream);
 }
 
 // A matched send/recv pair; returns {send, recv}.
