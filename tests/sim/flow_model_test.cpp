@@ -104,13 +104,39 @@ TEST_CASE("an unlimited resource neither limits nor couples flows", "[sim]") {
   CHECK(m.finish_time(g) == 1.0);  // 8 / 8
 }
 
-TEST_CASE("random max-min allocations are feasible and every flow has a bottleneck", "[sim]") {
-  // A fixed linear congruential sequence: the test is the same on every run and platform.
-  std::uint64_t state = 12345;
-  auto next = [&](std::uint64_t n) {
+namespace {
+
+// A fixed linear congruential sequence: the random tests are the same on every run and platform.
+struct Lcg {
+  std::uint64_t state;
+  std::uint64_t operator()(std::uint64_t n) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     return (state >> 33) % n;
-  };
+  }
+};
+
+using Uses = std::vector<std::pair<ResourceId, double>>;
+
+// 1 to `most` distinct resources of weight 1 to 3, added to flow f of m.
+Uses random_uses(Lcg& next, FlowModel& m, FlowId f, std::size_t resources, std::size_t most) {
+  Uses uses;
+  const std::size_t k = 1 + next(most);
+  for (std::size_t i = 0; i < k; ++i) {
+    const auto r = static_cast<ResourceId>(next(resources));
+    bool dup = false;
+    for (const auto& u : uses) dup = dup || u.first == r;
+    if (dup) continue;
+    const double w = 1.0 + static_cast<double>(next(3));
+    uses.emplace_back(r, w);
+    m.add_use(f, r, w);
+  }
+  return uses;
+}
+
+}  // namespace
+
+TEST_CASE("random max-min allocations are feasible and every flow has a bottleneck", "[sim]") {
+  Lcg next{12345};
   for (int trial = 0; trial < 50; ++trial) {
     const std::size_t resources = 2 + next(12);
     std::vector<double> cap(resources);
@@ -118,20 +144,11 @@ TEST_CASE("random max-min allocations are feasible and every flow has a bottlene
     FlowModel m;
     m.reset(cap);
     const std::size_t flows = 1 + next(25);
-    std::vector<std::vector<std::pair<ResourceId, double>>> uses(flows);
+    std::vector<Uses> uses(flows);
     for (std::size_t f = 0; f < flows; ++f) {
       const auto id = m.create();
       REQUIRE(id == f);
-      const std::size_t k = 1 + next(4);
-      for (std::size_t i = 0; i < k; ++i) {
-        const auto r = static_cast<ResourceId>(next(resources));
-        bool dup = false;
-        for (const auto& u : uses[f]) dup = dup || u.first == r;
-        if (dup) continue;
-        const double w = 1.0 + static_cast<double>(next(3));
-        uses[f].emplace_back(r, w);
-        m.add_use(id, r, w);
-      }
+      uses[f] = random_uses(next, m, id, resources, 4);
       m.start(id, 1e6, 0);
     }
     std::vector<double> used(resources, 0);
@@ -239,18 +256,14 @@ TEST_CASE("incremental sharing equals max-min from scratch after every change", 
   // Arrivals, departures and capacity changes in random order on small fabrics where some
   // resources are slack (their flows' bounds cannot fill them) and others binding, so that flows
   // move between independent and coupled as the load changes.
-  std::uint64_t state = 987654321;
-  auto next = [&](std::uint64_t n) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return (state >> 33) % n;
-  };
+  Lcg next{987654321};
   for (int trial = 0; trial < 40; ++trial) {
     const std::size_t resources = 3 + next(10);
     std::vector<double> cap(resources);
     for (auto& c : cap) c = next(6) == 0 ? kUnlimited : 1.0 + static_cast<double>(next(40));
     FlowModel m;
     m.reset(cap);
-    std::vector<std::vector<std::pair<ResourceId, double>>> uses;
+    std::vector<Uses> uses;
     std::vector<bool> active;
     double now = 0;
     for (int step = 0; step < 120; ++step) {
@@ -262,17 +275,7 @@ TEST_CASE("incremental sharing equals max-min from scratch after every change", 
           uses.resize(f + 1);
           active.resize(f + 1, false);
         }
-        uses[f].clear();
-        const std::size_t k = 1 + next(3);
-        for (std::size_t i = 0; i < k; ++i) {
-          const auto r = static_cast<ResourceId>(next(resources));
-          bool dup = false;
-          for (const auto& u : uses[f]) dup = dup || u.first == r;
-          if (dup) continue;
-          const double w = 1.0 + static_cast<double>(next(3));
-          uses[f].emplace_back(r, w);
-          m.add_use(f, r, w);
-        }
+        uses[f] = random_uses(next, m, f, resources, 3);
         m.start(f, 1e9, now);
         active[f] = true;
       } else if (op < 9) {
