@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   std::string case_name;
   double max_wall = 0;
   double max_mib = 0;
+  double min_rate = 0;
   bool sweep = false;
   std::string routing = "ecmp";
   app.add_option("--gpus", gpus, "Number of GPUs")->check(CLI::Range(2u, 1u << 20));
@@ -83,6 +84,8 @@ int main(int argc, char** argv) {
                  "target, met) under this name instead of the detailed row");
   app.add_option("--max-wall", max_wall, "Target: generate + simulate wall seconds (0: none)");
   app.add_option("--max-mib", max_mib, "Target: peak RSS in MiB (0: none)");
+  app.add_option("--min-rate", min_rate,
+                 "Target: engine events per CPU second of the simulation (0: none)");
   app.add_flag(
       "--sweep", sweep,
       "nccl-tests-style sweep: every allreduce algorithm the machine accepts, sizes 8 B to "
@@ -122,11 +125,14 @@ int main(int argc, char** argv) {
     const auto algorithm = sched::parse_algorithm(algorithm_name);
     if (!algorithm)
       throw InputError("", "--algorithm", "unknown algorithm '" + algorithm_name + "'");
-    const auto target = [&](double wall_s, double cpu_s) {
+    const auto target = [&](double wall_s, double cpu_s, double rate = 0) {
       std::string goal, met;
       if (max_wall > 0) goal = fmt::format("≤ {:g} s", max_wall);
       if (max_mib > 0) goal += fmt::format("{}≤ {:g} MiB", goal.empty() ? "" : ", ", max_mib);
+      if (min_rate > 0)
+        goal += fmt::format("{}≥ {:.3g} events/s", goal.empty() ? "" : ", ", min_rate);
       const bool mem_ok = max_mib <= 0 || peak_rss_mib() <= max_mib;
+      if (rate < min_rate) return std::pair{goal, std::string(mem_ok ? "no (rate)" : "no")};
       // The box is shared: when only the CPU time meets the wall target, say so.
       if (max_wall <= 0 || wall_s <= max_wall)
         met = mem_ok ? "yes" : "no (memory)";
@@ -226,7 +232,8 @@ int main(int argc, char** argv) {
     const double cpu = cpus[cpus.size() / 2];
 
     if (!case_name.empty()) {
-      const auto [goal, met] = target(generate_s + wall, generate_cpu + cpu);
+      const auto [goal, met] = target(generate_s + wall, generate_cpu + cpu,
+                                      static_cast<double>(result.events) / cpu);
       std::printf(
           "| %s | 1 | %llu | %.3g | %.2f (%.2f + %.2f) | %.2f (%.2f + %.2f) | %.0f | %s | "
           "%s |\n",

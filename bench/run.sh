@@ -6,6 +6,7 @@
 #   BIG=1 bench/run.sh [build-dir]      also k = 64 on 1024 GPUs and the 131,072-GPU tree (~16 GiB)
 #   DETAIL=0 bench/run.sh [build-dir]   the targets table only
 #
+# Routing is ECMP, as the command line's default (bench_engine --routing shortest for the other).
 # Table 1, targets (issue 7): case, events, events/s, wall and CPU seconds (generate + simulate),
 # peak RSS, target, met. "CPU only" means the CPU time meets the wall target but the wall time
 # on this (shared) machine does not.
@@ -40,14 +41,22 @@ EOF
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo
 "$bench" --header --case "1024 GPUs (cluster-1024), ring, 1 GiB, k = 8" \
-  --topology configs/cluster-1024.json --size 1GiB --chunks 8 --repeat 1 --max-wall 5 --max-mib 2048
+  --topology configs/cluster-1024.json --size 1GiB --chunks 8 --repeat 1 --max-wall 5 --max-mib 2048 \
+  --min-rate 1e7
 "$bench" --case "4096 GPUs (cluster-4096), ring, 1 GiB, k = 1" \
   --topology "$(cluster 4096)" --size 1GiB --chunks 1 --repeat 1 --max-wall 5 --max-mib 1024
+# Shared links: the rails' rings cross the leaves and spines together.
+"$bench" --case "1024 GPUs (cluster-1024), hier, 1 GiB, k = 8" \
+  --topology configs/cluster-1024.json --algorithm hier --size 1GiB --chunks 8 --repeat 1 \
+  --min-rate 5e6
 "$bench" --case "2048 GPUs (cluster-2048), hier, 1 GiB, k = 8" \
   --topology "$(cluster 2048)" --algorithm hier --size 1GiB --chunks 8 --repeat 1
-# Shared links: the tree's flows meet in the fabric (max-min re-sharing dominates).
+# One sharing component: the tree's flows meet at every GPU's ports (max-min re-sharing
+# dominates), and the one-shot direct allreduce makes every flow cross two NICs shared by all.
 "$bench" --case "1024 GPUs (cluster-1024), tree, 1 GiB, k = 8" \
   --topology configs/cluster-1024.json --algorithm tree --size 1GiB --chunks 8 --repeat 1
+"$bench" --case "64 GPUs (cluster-64), direct (one-shot), 64 MiB, k = 1" \
+  --topology "$(cluster 64)" --algorithm direct --size 64MiB --chunks 1 --repeat 1
 "$bench" --case "8-GPU sweep (dgx-h100)" --sweep --topology configs/dgx-h100.json --chunks 8 \
   --max-wall 0.001
 if [[ ${BIG:-0} == 1 ]]; then
