@@ -9,6 +9,7 @@
 
 #include "cuda_backend/calibration.hpp"
 #include "cuda_backend/executor.hpp"
+#include "cuda_backend/nccl_reference.hpp"
 #include "cuda_backend/validation.hpp"
 #include "tools/commands.hpp"
 #include "tools/exit_codes.hpp"
@@ -48,6 +49,7 @@ struct ValidateOptions {
   std::uint32_t reps = 3;
   std::uint32_t warmup = 1;
   bool no_links = false;
+  std::string nccl_csv;
 };
 
 std::string fit_line_text(const backend::OpFit& f) {
@@ -93,6 +95,38 @@ void calibrate(const CalibrateOptions& o) {
   std::printf("wrote %s (%zu points)\n", o.out.c_str(), c.points.size());
 }
 
+// ncclAllReduce on every visible GPU beside the simulator's fastest ring or tree for the same
+// GPUs of the topology. A machine or build that cannot do it gets a note, not an error: the plan
+// rows above are the validation; this is a second opinion.
+void nccl_ground_truth(const topo::Topology& topology, const backend::ValidationOptions& vo,
+                       const ValidateOptions& o) {
+  const auto m = backend::time_nccl_allreduce(vo.sizes, vo.warmup, vo.repetitions);
+  if (!m.available) {
+    std::printf("note: no NCCL ground truth: %s\n", m.why_not.c_str());
+    return;
+  }
+  std::vector<backend::NcclRow> rows;
+  try {
+    rows = backend::compare_with_nccl(topology, m, o.topology);
+  } catch (const InputError& e) {
+    std::printf("note: no NCCL ground truth: %s\n", e.what());
+    return;
+  }
+  std::printf("ncclAllReduce (NCCL %s) on %d GPUs against the simulator's fastest ring or tree:\n",
+              m.version.c_str(), m.gpus);
+  std::printf("%14s %12s %12s %-10s %9s\n", "size", "nccl", "predicted", "as", "error");
+  for (const auto& r : rows)
+    std::printf("%14s %12s %12s %-10s %+8.1f%%\n", format_size(r.size).c_str(),
+                format_duration(r.measured).c_str(), format_duration(r.predicted).c_str(),
+                fmt::format("{} k={}", r.algorithm, r.chunks).c_str(), 100.0 * r.error);
+  if (!o.nccl_csv.empty()) {
+    std::ofstream out(o.nccl_csv);
+    if (!out) throw InputError(o.nccl_csv, "--nccl-csv", "cannot open the file for writing");
+    backend::write_nccl_csv(rows, out);
+    std::printf("wrote %s\n", o.nccl_csv.c_str());
+  }
+}
+
 void validate(const ValidateOptions& o) {
   backend::ValidationOptions vo;
   vo.sizes = parse_size_list(o.sizes, "--sizes");
@@ -103,6 +137,7 @@ void validate(const ValidateOptions& o) {
   vo.inject_links = !o.no_links;
   if (vo.repetitions == 0) throw InputError("", "--reps", "0 repetitions; give at least 1");
   check_writable(o.out);
+  check_writable(o.nccl_csv);
   topo::Topology topology = topo::load_topology(o.topology);
   auto executor = backend::make_executor(o.backend);
   // Virtual ranks share their device's memory: rank r runs on device r % devices.
@@ -130,10 +165,6 @@ void validate(const ValidateOptions& o) {
               executor->device().name.c_str(), vo.ranks, o.topology.c_str(),
               calibration_note.c_str(), vo.inject_links ? "on" : "off");
   const auto report = backend::run_validation(*executor, topology, vo, o.topology);
-  if (executor->device().backend == "cuda" && executor->device().devices > 1)
-    std::printf(
-        "note: ncclAllReduce timing as ground truth is not implemented; only the plan "
-        "executor is measured\n");
   std::printf("%-6s %3s %14s %12s %12s %9s %7s\n", "algo", "k", "size", "measured", "predicted",
               "error", "#wrong");
   for (const auto& r : report.rows)
@@ -153,6 +184,7 @@ void validate(const ValidateOptions& o) {
     backend::write_validation_csv(report, out);
     std::printf("wrote %s\n", o.out.c_str());
   }
+  if (executor->device().backend == "cuda") nccl_ground_truth(topology, vo, o);
   if (report.wrong_elements > 0)
     throw CheckFailed(
         fmt::format("{} wrong output elements: the executed plans did not compute "
@@ -189,6 +221,9 @@ void add_backend_commands(CLI::App& app) {
   val->add_option("--calibration", vo->calibration,
                   "calibration.json from collsim calibrate, applied before simulating");
   val->add_option("--out", vo->out, "Write the rows as CSV to this file");
+  val->add_option("--nccl-csv", vo->nccl_csv,
+                  "With --backend cuda, NCCL and two or more GPUs: write the ncclAllReduce "
+                  "ground-truth rows as CSV to this file");
   val->add_option("--sizes", vo->sizes,
                   "Allreduce sizes (default 1 MiB .. ConvNeXt-Tiny gradients, 114,356,512 bytes)")
       ->capture_default_str();

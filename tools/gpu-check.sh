@@ -104,7 +104,8 @@ fi
 if [ -f "$out/calibration.json" ]; then
   say "validate (calibrated)"
   if timeout 150 "$collsim" validate --backend cuda --topology "$topology" \
-    --calibration "$out/calibration.json" --out "$out/validation.csv" >"$out/validate.log" 2>&1; then
+    --calibration "$out/calibration.json" --out "$out/validation.csv" \
+    --nccl-csv "$out/nccl.csv" >"$out/validate.log" 2>&1; then
     cat "$out/validate.log" >>"$summary"
   else
     status=1
