@@ -191,7 +191,7 @@ void check(int status, const char* call) {
 }
 
 // A result from another rank if one has arrived.
-std::optional<std::string> try_receive() {
+std::optional<std::string> try_receive(int& source) {
   int arrived = 0;
   MPI_Status status;
   check(MPI_Iprobe(MPI_ANY_SOURCE, kTagResult, MPI_COMM_WORLD, &arrived, &status), "MPI_Iprobe");
@@ -199,7 +199,8 @@ std::optional<std::string> try_receive() {
   int count = 0;
   check(MPI_Get_count(&status, MPI_CHAR, &count), "MPI_Get_count");
   std::string bytes(static_cast<std::size_t>(count), '\0');
-  check(MPI_Recv(bytes.data(), count, MPI_CHAR, status.MPI_SOURCE, kTagResult, MPI_COMM_WORLD,
+  source = status.MPI_SOURCE;
+  check(MPI_Recv(bytes.data(), count, MPI_CHAR, source, kTagResult, MPI_COMM_WORLD,
                  MPI_STATUS_IGNORE),
         "MPI_Recv");
   return bytes;
@@ -289,10 +290,19 @@ void World::run_points(const Context& context, const std::vector<Point>& points,
                        const std::function<void(std::size_t, const Evaluation&)>& emit,
                        const std::function<void(std::size_t, std::size_t)>& progress) {
   const std::size_t total = points.size();
-  const auto stride = static_cast<std::size_t>(size_);
+  // Rank 0 deals and tells the others, so that every rank works from the same deal.
+  std::vector<int> owner(total, 0);
+  if (rank_ == 0) owner = deal_points(context, points, size_);
+  if (total > 0) {
+    MPI_Request request;
+    check(MPI_Ibcast(owner.data(), static_cast<int>(total), MPI_INT, 0, MPI_COMM_WORLD, &request),
+          "MPI_Ibcast");
+    wait_politely(request);
+  }
   std::vector<Point> mine;
   std::vector<std::size_t> index;  // the input index of each of mine
-  for (std::size_t i = static_cast<std::size_t>(rank_); i < total; i += stride) {
+  for (std::size_t i = 0; i < total; ++i) {
+    if (owner[i] != rank_) continue;
     mine.push_back(points[i]);
     index.push_back(i);
   }
@@ -325,11 +335,13 @@ void World::run_points(const Context& context, const std::vector<Point>& points,
   };
   auto drain = [&] {
     bool any = false;
-    while (auto bytes = try_receive()) {
+    int source = 0;
+    while (auto bytes = try_receive(source)) {
       std::size_t i = 0;
       Evaluation ev = decode(*bytes, i);
-      if (i >= total || i % stride == 0 || pending[i] || i < emitted)
-        throw InternalError(fmt::format("rank 0 received an unexpected result for point {}", i));
+      if (i >= total || owner[i] != source || source == 0 || pending[i] || i < emitted)
+        throw InternalError(fmt::format(
+            "rank 0 received an unexpected result for point {} from rank {}", i + 1, source));
       pending[i] = std::move(ev);
       ++received;
       any = true;

@@ -1,6 +1,7 @@
 #pragma once
-// The MPI mode of `collsim sweep`: under `mpirun -n N`, the points are dealt to the ranks by index
-// (point i goes to rank i mod N), each rank evaluates its share on its own --jobs threads, and
+// The MPI mode of `collsim sweep`: under `mpirun -n N`, rank 0 deals the points to the ranks by
+// estimated cost (deal_points in tools/sweep.hpp), each rank evaluates its share on its own --jobs
+// threads, and
 // rank 0 receives every result and emits the rows in input order through the same report code,
 // so that the output is byte-identical to a single-process run.
 //
@@ -70,7 +71,7 @@ class World {
   // main()'s status for it: for failures after agree(), which the other ranks cannot know about.
   [[noreturn]] void abort(const std::exception_ptr& error);
 
-  // Points are dealt round-robin: rank r evaluates points r, r + N, r + 2N, ... On rank 0,
+  // Rank 0 deals the points (deal_points) and every rank evaluates its share. On rank 0,
   // `emit` gets every row in input order and `progress` (done, total) counts every rank's points;
   // other ranks send their results to rank 0 and call neither.
   void run_points(const Context& context, const std::vector<Point>& points,
