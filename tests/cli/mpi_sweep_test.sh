@@ -76,4 +76,24 @@ grep -q '^rank 1: error: .*file not found' "$tmp/one_bad.err" || { cat "$tmp/one
 grep -q '^error: sweep: MPI rank 1 of 2 could not start' "$tmp/one_bad.err" || fail "rank 0 did not name rank 1"
 [ ! -s "$tmp/one_bad.out" ] || fail "a failed start wrote to stdout"
 
-echo "mpirun -n 2 and -n 3 sweeps match the single-process output"
+# The mpirun examples in docs/cli.md run, from a folder that sees configs/ and tests/.
+mkdir "$tmp/docs"
+ln -s "$PWD/configs" "$PWD/tests" "$tmp/docs/"
+examples=0
+while IFS= read -r line; do
+  read -ra words <<<"${line#\$ mpirun }"
+  command=("${launch[@]}")
+  for w in "${words[@]}"; do
+    case $w in
+      --oversubscribe) ;;
+      collsim) command+=("$collsim") ;;
+      *) command+=("$w") ;;
+    esac
+  done
+  (cd "$tmp/docs" && "${command[@]}" >/dev/null 2>"$tmp/docs.err") ||
+    { cat "$tmp/docs.err" >&2; fail "docs/cli.md example failed: $line"; }
+  examples=$((examples + 1))
+done < <(grep '^\$ mpirun ' docs/cli.md)
+[ "$examples" -gt 0 ] || fail "no mpirun example found in docs/cli.md"
+
+echo "mpirun -n 2 and -n 3 sweeps match the single-process output; $examples docs example(s) ran"
