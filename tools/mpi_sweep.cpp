@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <new>
 #include <optional>
 #include <thread>
@@ -308,16 +309,35 @@ void World::run_points(const Context& context, const std::vector<Point>& points,
   }
 
   if (rank_ != 0) {
-    cli::run_points(context, mine, topology_name, jobs,
-                    [&](std::size_t i, const Evaluation& ev) {
-                      std::string bytes = encode(index[i], ev);
-                      MPI_Request request;
-                      check(MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_CHAR, 0,
-                                      kTagResult, MPI_COMM_WORLD, &request),
-                            "MPI_Isend");
-                      wait_politely(request);
-                    },
-                    {});
+    // Results leave as they come, without waiting for each send: the texts stay alive until every
+    // send is complete, and the progress calls (every 200 ms at most) let MPI move large ones.
+    std::deque<std::string> texts;
+    std::vector<MPI_Request> sends;
+    const auto advance = [&](bool wait) {
+      for (;;) {
+        int done = 0;
+        check(MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE),
+              "MPI_Testall");
+        if (done) {
+          sends.clear();
+          texts.clear();
+        }
+        if (done || !wait) return;
+        std::this_thread::sleep_for(kPollInterval);
+      }
+    };
+    cli::run_points(
+        context, mine, topology_name, jobs,
+        [&](std::size_t i, const Evaluation& ev) {
+          texts.push_back(encode(index[i], ev));
+          sends.emplace_back();
+          check(MPI_Isend(texts.back().data(), static_cast<int>(texts.back().size()), MPI_CHAR, 0,
+                          kTagResult, MPI_COMM_WORLD, &sends.back()),
+                "MPI_Isend");
+          advance(false);
+        },
+        [&](std::size_t, std::size_t) { advance(false); });
+    advance(true);
     return;
   }
 

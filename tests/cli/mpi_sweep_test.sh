@@ -12,6 +12,9 @@ cd "$3"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# Containers often forbid the cross-process memory reads (CMA) that Open MPI's shared-memory
+# transport uses for large messages; copying through the shared segment works everywhere.
+export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 launch=("$mpiexec" --oversubscribe)
 [ "$(id -u)" -ne 0 ] || launch+=(--allow-run-as-root)
 
