@@ -137,8 +137,8 @@ TEST_CASE("points are dealt to workers by estimated cost, heaviest first", "[cli
   const std::vector<int> spread = deal_points(context, points, 8);
   CHECK(std::set<int>(spread.begin(), spread.end()).size() == 4);
   // An auto point costs the whole search and is dealt first.
-  points.push_back(Point{sched::Collective::allreduce, std::nullopt, 4096, sched::DType::fp32,
-                         kAutoChunks, 0});
+  points.push_back(
+      Point{sched::Collective::allreduce, std::nullopt, 4096, sched::DType::fp32, kAutoChunks, 0});
   const std::vector<int> with_auto = deal_points(context, points, 2);
   CHECK(with_auto[4] == 0);
   CHECK(with_auto[0] == 1);
