@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "tools/commands.hpp"
+#include "tools/exit_codes.hpp"
+#include "tools/mpi_sweep.hpp"
 #include "tools/progress.hpp"
 #include "tools/report.hpp"
 #include "tools/resource_guard.hpp"
@@ -374,10 +376,30 @@ void run_command(const RunOptions& o) {
     for (const auto& n : notes) std::fprintf(stderr, "collsim: %s\n", n.c_str());
 }
 
-void sweep_command(const RunOptions& o) {
-  const Format format = parse_format(o.format, "--format");
+// Everything a sweep builds before its first point: parsed lists, the loaded topology and, on the
+// process that writes (rank 0 under MPI), the open outputs.
+struct SweepSetup {
+  Format format = Format::table;
+  std::vector<AlgoChoice> algos;
+  std::vector<Point> points;
+  std::unique_ptr<Loaded> loaded;
+  Context context;
+  unsigned jobs = 1;
+  std::string name;
+  std::unique_ptr<Output> out;
+  std::unique_ptr<Output> terms_out;
+  std::unique_ptr<ReportWriter> writer;
+  std::unique_ptr<Output> csv_out;
+  std::unique_ptr<ReportWriter> csv_writer;
+};
+
+// `writes`: open the outputs. `cpus`: the default of --jobs.
+std::unique_ptr<SweepSetup> prepare_sweep(const RunOptions& o, bool writes, unsigned cpus) {
+  auto s = std::make_unique<SweepSetup>();
+  s->format = parse_format(o.format, "--format");
   const auto collectives = parse_collective_list(o.collective, "--collective");
-  const auto algos = parse_algo_list(o.algo, "--algo");
+  s->algos = parse_algo_list(o.algo, "--algo");
+  const auto& algos = s->algos;
   const auto sizes = parse_size_list(o.size, "--size");
   const auto dtypes = parse_dtype_list(o.dtype, "--dtype");
   const auto chunks = parse_count_list(o.chunks, "--chunks", true);
@@ -398,88 +420,138 @@ void sweep_command(const RunOptions& o) {
 
   // The order of the product is documented in docs/cli.md: chunks vary fastest, then sizes,
   // algorithms, rank counts, data types and collectives.
-  std::vector<Point> points;
+  std::vector<Point>& points = s->points;
   points.reserve(static_cast<std::size_t>(total));
   for (auto c : collectives)
     for (auto d : dtypes)
       for (auto n : nranks)
         for (const auto& a : algos)
-          for (auto s : sizes)
+          for (auto size : sizes)
             for (auto k : chunks)
-              points.push_back(Point{c, a, s, d, !a && !o.chunks_given ? kAutoChunks : k, n});
+              points.push_back(Point{c, a, size, d, !a && !o.chunks_given ? kAutoChunks : k, n});
 
-  const auto loaded = load(o);
-  Context context;
-  context.router = loaded->router.get();
-  context.ranks = loaded->ranks;
+  s->loaded = load(o);
+  Context& context = s->context;
+  context.router = s->loaded->router.get();
+  context.ranks = s->loaded->ranks;
   context.root = o.root;
   context.model_terms = !o.terms.empty();
   context.fast_auto = parse_auto_search(o.auto_search);
   // More threads than a thousand would only cost memory.
-  const unsigned jobs =
-      std::min(1024u, o.jobs != 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency()));
-  set_limits(context, o, static_cast<unsigned>(std::min<std::size_t>(jobs, points.size())));
-  InterruptGuard interrupt_guard;
-  context.cancel = InterruptGuard::flag();
-  const std::string name = topology_label(loaded->topology, o.topology);
+  s->jobs = std::min(1024u, o.jobs != 0 ? o.jobs : cpus);
+  set_limits(context, o, static_cast<unsigned>(std::min<std::size_t>(s->jobs, points.size())));
+  s->name = topology_label(s->loaded->topology, o.topology);
+  if (!writes) return s;
 
-  Output out(o.out);
-  std::unique_ptr<Output> terms_out;
+  s->out = std::make_unique<Output>(o.out);
   if (!o.terms.empty()) {
-    terms_out = std::make_unique<Output>(o.terms);
-    std::fprintf(terms_out->get(),
+    s->terms_out = std::make_unique<Output>(o.terms);
+    std::fprintf(s->terms_out->get(),
                  "collective,algo,ranks,size_bytes,dtype,chunks,time_us,copy_term_us,"
                  "link_term_us\n");
   }
-  ReportWriter writer(out.get(), format, !o.no_wall);
-  std::unique_ptr<Output> csv_out;
-  std::unique_ptr<ReportWriter> csv_writer;
+  s->writer = std::make_unique<ReportWriter>(s->out->get(), s->format, !o.no_wall);
   if (!o.csv.empty()) {
-    csv_out = std::make_unique<Output>(o.csv);
-    csv_writer = std::make_unique<ReportWriter>(csv_out->get(), Format::csv, !o.no_wall);
-    csv_writer->begin({});
+    s->csv_out = std::make_unique<Output>(o.csv);
+    s->csv_writer = std::make_unique<ReportWriter>(s->csv_out->get(), Format::csv, !o.no_wall);
+    s->csv_writer->begin({});
   }
-  RunOptions echo = o;
-  if (!o.chunks_given && std::any_of(algos.begin(), algos.end(), [](auto a) { return !a; })) {
-    if (algos.size() == 1)
-      echo.chunks = "auto";
-    else
-      echo.chunks_free_for_auto = true;
-  }
-  writer.begin(
-      echo_lines("sweep", echo, loaded->topology, loaded->ranks, loaded->calibration_note));
+  return s;
+}
 
-  Progress progress(stderr, o.progress || Progress::stderr_is_terminal());
+void sweep_command(const RunOptions& o) {
+  // Under mpirun -n N (N > 1) the points are divided among the processes (tools/mpi_sweep.hpp);
+  // otherwise MPI is never initialised.
+  std::unique_ptr<mpi::World> world;
+  if (mpi::launcher_world_size() != 1) {
+    world = std::make_unique<mpi::World>();
+    if (world->size() == 1) {
+      world->finalize();
+      world.reset();
+    }
+  }
+  const bool writes = !world || world->rank() == 0;
+
+  std::unique_ptr<SweepSetup> setup;
+  if (!world) {
+    setup = prepare_sweep(o, true, std::max(1u, std::thread::hardware_concurrency()));
+  } else {
+    // Every rank sets up the same sweep; if one of them cannot (a file missing on its machine),
+    // they all stop with one message instead of waiting for it.
+    std::exception_ptr error;
+    try {
+      // mpirun binds ranks to cores: each rank's threads default to the CPUs it may use.
+      setup = prepare_sweep(o, writes, mpi::usable_cpus());
+    } catch (...) {
+      error = std::current_exception();
+    }
+    world->agree(error);
+  }
+  SweepSetup& s = *setup;
+  const std::vector<Point>& points = s.points;
+  InterruptGuard interrupt_guard;
+  s.context.cancel = InterruptGuard::flag();
+
+  if (writes) {
+    RunOptions echo = o;
+    if (!o.chunks_given && std::any_of(s.algos.begin(), s.algos.end(), [](auto a) { return !a; })) {
+      if (s.algos.size() == 1)
+        echo.chunks = "auto";
+      else
+        echo.chunks_free_for_auto = true;
+    }
+    s.writer->begin(
+        echo_lines("sweep", echo, s.loaded->topology, s.loaded->ranks, s.loaded->calibration_note));
+  }
+
+  Progress progress(stderr, writes && (o.progress || Progress::stderr_is_terminal()));
   std::size_t failed = 0;
   std::size_t interrupted = 0;
   bool internal = false;
-  run_points(
-      context, points, name, jobs,
-      [&](std::size_t i, const Evaluation& ev) {
-        progress.clear();
-        writer.row(ev.row);
-        if (csv_writer) csv_writer->row(ev.row);
-        if (terms_out && ev.row.ok())
-          std::fprintf(
-              terms_out->get(), "%s\n",
-              fmt::format("{},{},{},{},{},{},{},{},{}", sched::to_string(ev.row.collective),
-                          ev.row.algo, ev.row.ranks, ev.row.size, sched::to_string(ev.row.dtype),
-                          ev.row.chunks, format_number(ev.row.time * 1e6),
-                          format_number(ev.terms.copy * 1e6), format_number(ev.terms.link * 1e6))
-                  .c_str());
-        if (ev.interrupted) {
-          ++interrupted;
-        } else if (!ev.row.ok()) {
-          ++failed;
-          internal = internal || ev.internal_error;
-          progress.finish();
-          std::fprintf(stderr, "error: point %zu (%s): %s\n", i + 1, point_label(points[i]).c_str(),
-                       ev.row.error.c_str());
-        }
-      },
-      [&](std::size_t done, std::size_t all) { progress.update(done, all); });
+  const auto emit = [&](std::size_t i, const Evaluation& ev) {
+    progress.clear();
+    s.writer->row(ev.row);
+    if (s.csv_writer) s.csv_writer->row(ev.row);
+    if (s.terms_out && ev.row.ok())
+      std::fprintf(
+          s.terms_out->get(), "%s\n",
+          fmt::format("{},{},{},{},{},{},{},{},{}", sched::to_string(ev.row.collective),
+                      ev.row.algo, ev.row.ranks, ev.row.size, sched::to_string(ev.row.dtype),
+                      ev.row.chunks, format_number(ev.row.time * 1e6),
+                      format_number(ev.terms.copy * 1e6), format_number(ev.terms.link * 1e6))
+              .c_str());
+    if (ev.interrupted) {
+      ++interrupted;
+    } else if (!ev.row.ok()) {
+      ++failed;
+      internal = internal || ev.internal_error;
+      progress.finish();
+      std::fprintf(stderr, "error: point %zu (%s): %s\n", i + 1, point_label(points[i]).c_str(),
+                   ev.row.error.c_str());
+    }
+  };
+  const auto show = [&](std::size_t done, std::size_t all) { progress.update(done, all); };
+  if (!world) {
+    run_points(s.context, points, s.name, s.jobs, emit, show);
+  } else {
+    try {
+      world->run_points(s.context, points, s.name, s.jobs, emit, show);
+    } catch (...) {
+      world->abort(std::current_exception());
+    }
+  }
   progress.finish();
-  writer.end({});
+  if (writes) s.writer->end({});
+
+  if (world) {
+    // Rank 0 alone knows how the sweep went; it reports for every rank, and mpirun ends with its
+    // status.
+    world->finish();
+    if (!writes) {
+      std::fflush(nullptr);
+      std::exit(kExitOk);
+    }
+  }
   if (interrupted > 0) {
     std::fprintf(stderr,
                  "collsim: interrupted (Ctrl-C): %zu of %zu points finished, %zu failed, %zu "

@@ -7,8 +7,11 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <span>
 #include <thread>
 
 #include "sim/engine.hpp"
@@ -253,6 +256,57 @@ Evaluation evaluate(const Context& context, const Point& point, const std::strin
     return failed(fmt::format("internal error (a bug in collsim, please report it): {}", e.what()),
                   true);
   }
+}
+
+std::vector<int> deal_points(const Context& context, const std::vector<Point>& points,
+                             int workers) {
+  std::vector<int> owner(points.size(), 0);
+  if (workers <= 1) return owner;
+  const topo::Topology& topology = context.router->topology();
+  // Servers spanned and staging depend only on the rank count: worked out once for each.
+  struct Shape {
+    std::uint64_t servers = 0;
+    bool staged = false;
+  };
+  std::map<std::size_t, Shape> shapes;
+  std::vector<double> cost(points.size(), 0.0);
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const Point& p = points[i];
+    const std::size_t n = std::min<std::size_t>(p.nranks == 0 ? context.ranks.size() : p.nranks,
+                                                context.ranks.size());
+    auto [it, added] = shapes.try_emplace(n);
+    if (added) {
+      const std::span<const topo::NodeId> ranks(context.ranks.data(), n);
+      std::set<std::int32_t> servers;
+      for (topo::NodeId g : ranks) servers.insert(topology.node(g).server);
+      it->second = Shape{servers.size(), staged_transfers(topology, ranks)};
+    }
+    std::vector<sched::Algorithm> algorithms;
+    if (p.algo)
+      algorithms.push_back(*p.algo);
+    else
+      algorithms.assign(all_algorithms().begin(), all_algorithms().end());
+    const std::vector<std::uint32_t> ks =
+        p.chunks == kAutoChunks ? auto_chunk_counts(p.size / sched::dtype_size(p.dtype))
+                                : std::vector<std::uint32_t>{p.chunks};
+    // Every point costs something, even one refused at once.
+    cost[i] = 1;
+    for (sched::Algorithm a : algorithms)
+      for (std::uint32_t k : ks)
+        cost[i] += estimate(p.collective, a, n, k, it->second.servers, it->second.staged).events;
+  }
+  std::vector<std::size_t> order(points.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return cost[a] > cost[b]; });
+  std::vector<double> load(static_cast<std::size_t>(workers), 0.0);
+  for (std::size_t i : order) {
+    const auto least =
+        static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    owner[i] = static_cast<int>(least);
+    load[least] += cost[i];
+  }
+  return owner;
 }
 
 void run_points(const Context& context, const std::vector<Point>& points,

@@ -96,4 +96,11 @@ void run_points(const Context& context, const std::vector<Point>& points,
                 const std::function<void(std::size_t, const Evaluation&)>& emit,
                 const std::function<void(std::size_t, std::size_t)>& progress);
 
+// Deals points to `workers` processes by their estimated cost (the events that resource_guard's
+// estimate gives each (algorithm, k) the point will simulate, summed over an auto search):
+// heaviest first, each to the worker with the least estimated work so far, ties to the lower
+// worker and, among equal costs, the earlier point first. Returns each point's worker. Dealing by
+// index alone would give one worker every k = 2 point of a sweep with --chunks 1,2 on two ranks.
+std::vector<int> deal_points(const Context& context, const std::vector<Point>& points, int workers);
+
 }  // namespace collsim::cli

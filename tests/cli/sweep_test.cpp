@@ -1,6 +1,7 @@
 #include "tools/sweep.hpp"
 
 #include <catch2/catch.hpp>
+#include <set>
 
 #include "topology/error.hpp"
 
@@ -112,4 +113,34 @@ TEST_CASE("a failing point is a row with an error and not an exception", "[cli][
   CHECK_THAT(ev.row.error, Catch::Contains("element count"));
   CHECK(ev.row.topology == "test");
   CHECK(ev.row.size == 8);
+}
+
+TEST_CASE("points are dealt to workers by estimated cost, heaviest first", "[cli][sweep][mpi]") {
+  const topo::Topology t = two_gpus_and_a_cpu();
+  const topo::Router router(t);
+  Context context;
+  context.router = &router;
+  context.ranks = t.gpus();
+  // --chunks 1,2 on two workers: by index alone every k = 2 point would go to worker 1.
+  std::vector<Point> points;
+  for (Bytes size : {Bytes{1024}, Bytes{4096}})
+    for (std::uint32_t k : {1u, 2u}) {
+      Point p;
+      p.size = size;
+      p.chunks = k;
+      points.push_back(p);
+    }
+  CHECK(deal_points(context, points, 1) == std::vector<int>{0, 0, 0, 0});
+  // k = 2 costs twice k = 1; equal costs keep input order: 1 -> 0, 3 -> 1, 0 -> 0, 2 -> 1.
+  CHECK(deal_points(context, points, 2) == std::vector<int>{0, 0, 1, 1});
+  // More workers than points: each point has its own.
+  const std::vector<int> spread = deal_points(context, points, 8);
+  CHECK(std::set<int>(spread.begin(), spread.end()).size() == 4);
+  // An auto point costs the whole search and is dealt first.
+  points.push_back(
+      Point{sched::Collective::allreduce, std::nullopt, 4096, sched::DType::fp32, kAutoChunks, 0});
+  const std::vector<int> with_auto = deal_points(context, points, 2);
+  CHECK(with_auto[4] == 0);
+  CHECK(with_auto[0] == 1);
+  CHECK(with_auto[1] == 1);
 }

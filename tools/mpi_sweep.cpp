@@ -1,0 +1,441 @@
+#include "tools/mpi_sweep.hpp"
+
+#include <fmt/format.h>
+#include <sched.h>
+
+#include <bit>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <new>
+#include <optional>
+#include <thread>
+
+#include "tools/exit_codes.hpp"
+#include "tools/resource_guard.hpp"
+#include "topology/error.hpp"
+
+#if COLLSIM_HAVE_MPI
+// The C API only: Open MPI's and MPICH's deprecated C++ bindings stay out.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+#endif
+
+namespace collsim::cli::mpi {
+namespace {
+
+// Little-endian, fixed width, whatever the host: ranks on different machines read the same bytes.
+void put_u64(std::string& out, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
+}
+void put_string(std::string& out, const std::string& s) {
+  put_u64(out, s.size());
+  out += s;
+}
+
+class Reader {
+ public:
+  explicit Reader(const std::string& bytes) : bytes_(bytes) {}
+  std::uint64_t u64() {
+    need(8);
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i)
+      v |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes_[pos_ + i])) << (8 * i);
+    pos_ += 8;
+    return v;
+  }
+  double f64() { return std::bit_cast<double>(u64()); }
+  std::string string() {
+    const std::uint64_t n = u64();
+    need(n);
+    std::string s = bytes_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  void done() const {
+    if (pos_ != bytes_.size()) fail();
+  }
+
+ private:
+  void need(std::uint64_t n) const {
+    if (n > bytes_.size() - pos_) fail();
+  }
+  [[noreturn]] void fail() const {
+    throw InternalError(
+        fmt::format("a sweep result received from another rank is malformed ({} "
+                    "bytes); are all ranks running the same collsim?",
+                    bytes_.size()));
+  }
+  const std::string& bytes_;
+  std::size_t pos_ = 0;
+};
+
+// A positive integer from the environment, or 0.
+int env_count(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return 0;
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  return *end == '\0' && v > 0 && v < (1L << 30) ? static_cast<int>(v) : 0;
+}
+
+}  // namespace
+
+int launcher_world_size() {
+  // Open MPI's mpirun, then the PMI of MPICH's Hydra and of Slurm.
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const int n = env_count(name); n > 0) return n;
+  for (const char* name : {"PMIX_RANK", "PMI_RANK"})
+    if (std::getenv(name) != nullptr) return 0;
+  return 1;
+}
+
+unsigned usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return static_cast<unsigned>(n);
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::string encode(std::size_t index, const Evaluation& ev) {
+  const Row& r = ev.row;
+  std::string out;
+  out.reserve(128 + r.algo.size() + r.topology.size() + r.error.size());
+  put_u64(out, index);
+  put_u64(out, static_cast<std::uint64_t>(r.collective));
+  put_u64(out, static_cast<std::uint64_t>(r.dtype));
+  put_u64(out, (ev.internal_error ? 1u : 0u) | (ev.interrupted ? 2u : 0u));
+  put_u64(out, r.ranks);
+  put_u64(out, r.size);
+  put_u64(out, r.chunks);
+  put_u64(out, r.events);
+  for (double v : {r.time, r.wall, ev.terms.copy, ev.terms.link})
+    put_u64(out, std::bit_cast<std::uint64_t>(v));
+  put_string(out, r.algo);
+  put_string(out, r.topology);
+  put_string(out, r.error);
+  return out;
+}
+
+Evaluation decode(const std::string& bytes, std::size_t& index) {
+  Reader in(bytes);
+  Evaluation ev;
+  Row& r = ev.row;
+  index = static_cast<std::size_t>(in.u64());
+  r.collective = static_cast<sched::Collective>(in.u64());
+  r.dtype = static_cast<sched::DType>(in.u64());
+  const std::uint64_t flags = in.u64();
+  ev.internal_error = (flags & 1u) != 0;
+  ev.interrupted = (flags & 2u) != 0;
+  r.ranks = static_cast<std::uint32_t>(in.u64());
+  r.size = in.u64();
+  r.chunks = static_cast<std::uint32_t>(in.u64());
+  r.events = in.u64();
+  r.time = in.f64();
+  r.wall = in.f64();
+  ev.terms.copy = in.f64();
+  ev.terms.link = in.f64();
+  r.algo = in.string();
+  r.topology = in.string();
+  r.error = in.string();
+  in.done();
+  return ev;
+}
+
+Failure describe(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const InputError& e) {
+    return {kExitUsage, fmt::format("error: {}", e.what())};
+  } catch (const CheckFailed& e) {
+    return {kExitCheckFailed, fmt::format("check failed: {}", e.what())};
+  } catch (const Interrupted& e) {
+    return {kExitInterrupted, fmt::format("collsim: {}", e.what())};
+  } catch (const std::bad_alloc&) {
+    return {kExitInternal, "error: out of memory; try a smaller problem or --max-memory"};
+  } catch (const std::exception& e) {
+    return {kExitInternal, fmt::format("internal error: {}\nThis is a bug in collsim. Please "
+                                       "report it with the command line and the input files "
+                                       "attached.",
+                                       e.what())};
+  } catch (...) {
+    return {kExitInternal, "internal error: an unknown exception"};
+  }
+}
+
+#if COLLSIM_HAVE_MPI
+
+namespace {
+
+constexpr int kTagResult = 1;
+constexpr int kTagDone = 2;
+// How long a waiting rank sleeps between polls: Open MPI's blocking calls spin, which would take
+// a core from the ranks still computing on the same machine.
+constexpr auto kPollInterval = std::chrono::milliseconds(2);
+
+void check(int status, const char* call) {
+  if (status != MPI_SUCCESS) {
+    char text[MPI_MAX_ERROR_STRING] = {};
+    int length = 0;
+    MPI_Error_string(status, text, &length);
+    throw InternalError(fmt::format("{} failed: {}", call, text));
+  }
+}
+
+// A result from another rank if one has arrived.
+std::optional<std::string> try_receive(int& source) {
+  int arrived = 0;
+  MPI_Status status;
+  check(MPI_Iprobe(MPI_ANY_SOURCE, kTagResult, MPI_COMM_WORLD, &arrived, &status), "MPI_Iprobe");
+  if (!arrived) return std::nullopt;
+  int count = 0;
+  check(MPI_Get_count(&status, MPI_CHAR, &count), "MPI_Get_count");
+  std::string bytes(static_cast<std::size_t>(count), '\0');
+  source = status.MPI_SOURCE;
+  check(MPI_Recv(bytes.data(), count, MPI_CHAR, source, kTagResult, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE),
+        "MPI_Recv");
+  return bytes;
+}
+
+// Completes a request, sleeping between tests.
+void wait_politely(MPI_Request& request) {
+  for (;;) {
+    int done = 0;
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (done) return;
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+}  // namespace
+
+bool built_with_mpi() {
+  return true;
+}
+
+World::World() : uncaught_(std::uncaught_exceptions()) {
+  int initialized = 0;
+  check(MPI_Initialized(&initialized), "MPI_Initialized");
+  if (initialized) throw InternalError("MPI was initialised twice");
+  int provided = 0;
+  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+  // Errors come back as codes, so that check() reports them like any other failure.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
+  check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+}
+
+World::~World() {
+  if (finalized_) return;
+  // An exception is leaving a phase that the other ranks are still in: they would wait forever.
+  if (std::uncaught_exceptions() > uncaught_) MPI_Abort(MPI_COMM_WORLD, kExitInternal);
+  finalize();
+}
+
+void World::finalize() {
+  if (finalized_) return;
+  finalized_ = true;
+  MPI_Finalize();
+}
+
+void World::abort(const std::exception_ptr& error) {
+  const Failure f = describe(error);
+  std::fprintf(stderr, "%s%s\n", rank_ == 0 ? "" : fmt::format("rank {}: ", rank_).c_str(),
+               f.message.c_str());
+  std::fflush(nullptr);
+  MPI_Abort(MPI_COMM_WORLD, f.code);
+  std::_Exit(f.code);
+}
+
+void World::agree(const std::exception_ptr& error) {
+  const int mine = error ? describe(error).code : 0;
+  std::vector<int> codes(static_cast<std::size_t>(size_), 0);
+  MPI_Request request;
+  check(MPI_Iallgather(&mine, 1, MPI_INT, codes.data(), 1, MPI_INT, MPI_COMM_WORLD, &request),
+        "MPI_Iallgather");
+  wait_politely(request);
+  int first = -1;
+  int code = 0;
+  for (int r = 0; r < size_; ++r) {
+    const int c = codes[static_cast<std::size_t>(r)];
+    if (c == 0) continue;
+    if (first < 0) first = r;
+    code = std::max(code, c);
+  }
+  if (first < 0) return;
+  // Said before MPI_Finalize: once rank 0 exits with an error status, mpirun ends the others.
+  if (rank_ == first && rank_ != 0)
+    std::fprintf(stderr, "rank %d: %s\n", rank_, describe(error).message.c_str());
+  std::fflush(nullptr);
+  finalize();
+  if (rank_ != 0) std::exit(kExitOk);
+  if (error) std::rethrow_exception(error);
+  const std::string message =
+      fmt::format("MPI rank {} of {} could not start the sweep (its error is above)", first, size_);
+  if (code == kExitUsage) throw InputError("", "sweep", message);
+  throw InternalError(message);
+}
+
+void World::run_points(const Context& context, const std::vector<Point>& points,
+                       const std::string& topology_name, unsigned jobs,
+                       const std::function<void(std::size_t, const Evaluation&)>& emit,
+                       const std::function<void(std::size_t, std::size_t)>& progress) {
+  const std::size_t total = points.size();
+  // Rank 0 deals and tells the others, so that every rank works from the same deal.
+  std::vector<int> owner(total, 0);
+  if (rank_ == 0) owner = deal_points(context, points, size_);
+  if (total > 0) {
+    MPI_Request request;
+    check(MPI_Ibcast(owner.data(), static_cast<int>(total), MPI_INT, 0, MPI_COMM_WORLD, &request),
+          "MPI_Ibcast");
+    wait_politely(request);
+  }
+  std::vector<Point> mine;
+  std::vector<std::size_t> index;  // the input index of each of mine
+  for (std::size_t i = 0; i < total; ++i) {
+    if (owner[i] != rank_) continue;
+    mine.push_back(points[i]);
+    index.push_back(i);
+  }
+
+  if (rank_ != 0) {
+    // Results leave as they come, without waiting for each send: the texts stay alive until every
+    // send is complete, and the progress calls (every 200 ms at most) let MPI move large ones.
+    std::deque<std::string> texts;
+    std::vector<MPI_Request> sends;
+    const auto advance = [&](bool wait) {
+      for (;;) {
+        int done = 0;
+        check(MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE),
+              "MPI_Testall");
+        if (done) {
+          sends.clear();
+          texts.clear();
+        }
+        if (done || !wait) return;
+        std::this_thread::sleep_for(kPollInterval);
+      }
+    };
+    cli::run_points(
+        context, mine, topology_name, jobs,
+        [&](std::size_t i, const Evaluation& ev) {
+          texts.push_back(encode(index[i], ev));
+          sends.emplace_back();
+          check(MPI_Isend(texts.back().data(), static_cast<int>(texts.back().size()), MPI_CHAR, 0,
+                          kTagResult, MPI_COMM_WORLD, &sends.back()),
+                "MPI_Isend");
+          advance(false);
+        },
+        [&](std::size_t, std::size_t) { advance(false); });
+    advance(true);
+    return;
+  }
+
+  // Rank 0: its own rows and the others' meet here and leave in input order.
+  std::vector<std::optional<Evaluation>> pending(total);
+  std::size_t emitted = 0;
+  std::size_t mine_done = 0;
+  std::size_t received = 0;
+  auto flush = [&] {
+    while (emitted < total && pending[emitted]) {
+      emit(emitted, *pending[emitted]);
+      pending[emitted].reset();
+      ++emitted;
+    }
+  };
+  auto drain = [&] {
+    bool any = false;
+    int source = 0;
+    while (auto bytes = try_receive(source)) {
+      std::size_t i = 0;
+      Evaluation ev = decode(*bytes, i);
+      if (i >= total || owner[i] != source || source == 0 || pending[i] || i < emitted)
+        throw InternalError(fmt::format(
+            "rank 0 received an unexpected result for point {} from rank {}", i + 1, source));
+      pending[i] = std::move(ev);
+      ++received;
+      any = true;
+    }
+    if (any) flush();
+  };
+  cli::run_points(
+      context, mine, topology_name, jobs,
+      [&](std::size_t i, const Evaluation& ev) {
+        pending[index[i]] = ev;
+        ++mine_done;
+        flush();
+      },
+      [&](std::size_t, std::size_t) {
+        drain();
+        if (progress) progress(mine_done + received, total);
+      });
+  while (emitted < total) {
+    const std::size_t before = received;
+    drain();
+    if (progress) progress(mine_done + received, total);
+    if (received == before) std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+void World::finish() {
+  int token = 0;
+  if (rank_ == 0) {
+    std::vector<MPI_Request> requests(static_cast<std::size_t>(size_ - 1));
+    for (int r = 1; r < size_; ++r)
+      check(MPI_Isend(&token, 1, MPI_INT, r, kTagDone, MPI_COMM_WORLD,
+                      &requests[static_cast<std::size_t>(r - 1)]),
+            "MPI_Isend");
+    for (MPI_Request& request : requests) wait_politely(request);
+  } else {
+    MPI_Request request;
+    check(MPI_Irecv(&token, 1, MPI_INT, 0, kTagDone, MPI_COMM_WORLD, &request), "MPI_Irecv");
+    wait_politely(request);
+  }
+  finalize();
+}
+
+#else  // built without MPI: World never starts, so nothing below it is reached.
+
+bool built_with_mpi() {
+  return false;
+}
+
+World::World() {
+  throw InputError("", "sweep",
+                   "this collsim was built without MPI, so it cannot divide a sweep among the "
+                   "processes mpirun started (each would run the whole sweep); run it without "
+                   "mpirun, or rebuild with Open MPI installed (libopenmpi-dev) and "
+                   "-DCOLLSIM_MPI=ON");
+}
+World::~World() = default;
+void World::finalize() {
+  finalized_ = true;
+  uncaught_ = 0;
+}
+void World::abort(const std::exception_ptr& error) {
+  std::rethrow_exception(error);
+}
+void World::agree(const std::exception_ptr& error) {
+  if (error) std::rethrow_exception(error);
+}
+void World::run_points(const Context& context, const std::vector<Point>& points,
+                       const std::string& topology_name, unsigned jobs,
+                       const std::function<void(std::size_t, const Evaluation&)>& emit,
+                       const std::function<void(std::size_t, std::size_t)>& progress) {
+  cli::run_points(context, points, topology_name, jobs, emit, progress);
+}
+void World::finish() {}
+
+#endif
+
+}  // namespace collsim::cli::mpi
