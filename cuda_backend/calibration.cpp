@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "topology/error.hpp"
+#include "topology/json_reader.hpp"
 
 namespace collsim::backend {
 
@@ -124,17 +125,15 @@ void save_calibration(const Calibration& calibration, const std::string& path) {
   if (!out) throw InputError(path, "--out", "writing the calibration failed (disk full?)");
 }
 
+namespace {
+constexpr topo::json_io::Expected kCalibrationDocument = {
+    "calibration",
+    R"({"format": "collsim-calibration", "version": 1, "fits": {...}} (docs/calibration-format.md))",
+    "the output of `collsim calibrate --out FILE`"};
+}  // namespace
+
 Calibration load_calibration(const std::string& path) {
-  if (std::filesystem::is_directory(path))
-    throw InputError(path, "", "is a directory; expected a calibration JSON file");
-  std::ifstream in(path);
-  if (!in)
-    throw InputError(path, "",
-                     "cannot open the calibration file; check the path (it is written "
-                     "by `collsim calibrate --out FILE`)");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_calibration(text.str(), path);
+  return parse_calibration(topo::json_io::read_text_file(path, kCalibrationDocument), path);
 }
 
 namespace {
@@ -198,17 +197,12 @@ class Reader {
 }  // namespace
 
 Calibration parse_calibration(std::string_view text, const std::string& file) {
-  json doc;
-  try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    throw InputError(file, fmt::format("byte {}", e.byte),
-                     fmt::format("not valid JSON: {}", e.what()));
-  } catch (const json::out_of_range& e) {
-    // A number beyond the range of a double (1e999) is reported this way, not as a parse error.
-    throw InputError(file, "", fmt::format("not valid JSON: {}", e.what()));
-  }
+  // The topology loader's reader: syntax errors with line and column, duplicate keys with their
+  // JSON pointer, nesting and binary text; nlohmann alone keeps the last of duplicate keys.
   DiagnosticSink sink(file);
+  const auto parsed = topo::json_io::parse_document(text, sink, kCalibrationDocument);
+  sink.throw_if_any();
+  const json& doc = *parsed;
   if (!doc.is_object()) {
     sink.error("", fmt::format("found {}; expected a JSON object written by `collsim calibrate`",
                                doc.type_name()));

@@ -642,7 +642,7 @@ Topology build_topology(const nlohmann::json& document, const std::string& file)
 
 Topology parse_topology(std::string_view text, const std::string& file) {
   DiagnosticSink sink(file);
-  auto doc = json_io::parse_document(text, sink);
+  auto doc = json_io::parse_document(text, sink, json_io::kTopologyDocument);
   if (!doc) sink.throw_if_any();
   // Duplicate keys leave a usable document: report them together with what the build finds.
   std::vector<Diagnostic> all;
@@ -661,7 +661,7 @@ Topology parse_topology(std::string_view text, const std::string& file) {
 }
 
 Topology load_topology(const std::string& path) {
-  return parse_topology(json_io::read_text_file(path), path);
+  return parse_topology(json_io::read_text_file(path, json_io::kTopologyDocument), path);
 }
 
 }  // namespace collsim::topo
