@@ -12,6 +12,7 @@
 #include "cuda_backend/validation.hpp"
 #include "tools/commands.hpp"
 #include "tools/exit_codes.hpp"
+#include "tools/resource_guard.hpp"
 #include "tools/value_lists.hpp"
 #include "topology/error.hpp"
 #include "topology/loader.hpp"
@@ -48,6 +49,7 @@ struct ValidateOptions {
   std::uint32_t reps = 3;
   std::uint32_t warmup = 1;
   bool no_links = false;
+  std::string max_memory;
 };
 
 std::string fit_line_text(const backend::OpFit& f) {
@@ -103,7 +105,7 @@ void validate(const ValidateOptions& o) {
   vo.inject_links = !o.no_links;
   if (vo.repetitions == 0) throw InputError("", "--reps", "0 repetitions; give at least 1");
   check_writable(o.out);
-  topo::Topology topology = topo::load_topology(o.topology);
+  topo::Topology topology = load_topology(o.topology, max_memory_limit(o.max_memory));
   auto executor = backend::make_executor(o.backend);
   // Virtual ranks share their device's memory: rank r runs on device r % devices.
   const auto devices = static_cast<std::uint32_t>(std::max(1, executor->device().devices));
@@ -189,6 +191,7 @@ void add_backend_commands(CLI::App& app) {
   val->add_option("--calibration", vo->calibration,
                   "calibration.json from collsim calibrate, applied before simulating");
   val->add_option("--out", vo->out, "Write the rows as CSV to this file");
+  add_max_memory_option(*val, vo->max_memory);
   val->add_option("--sizes", vo->sizes,
                   "Allreduce sizes (default 1 MiB .. ConvNeXt-Tiny gradients, 114,356,512 bytes)")
       ->capture_default_str();

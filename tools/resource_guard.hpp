@@ -31,6 +31,10 @@
 #include "topology/topology.hpp"
 #include "topology/units.hpp"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace collsim::cli {
 
 inline constexpr std::uint64_t kBytesPerOp = 96;
@@ -58,6 +62,13 @@ std::uint64_t physical_memory();
 std::uint64_t default_max_memory();
 // "--max-memory" text: a size such as "8GiB" or a share of physical memory such as "50%".
 std::uint64_t parse_max_memory(std::string_view text, const std::string& option);
+// --max-memory on a command (every command that loads a topology has it), and the limit its
+// text gives: parse_max_memory, or default_max_memory() when the option was not given.
+void add_max_memory_option(CLI::App& command, std::string& text);
+std::uint64_t max_memory_limit(const std::string& text);
+// A topology file whose expansion is estimated before it is built and refused above `limit`
+// bytes (topo::LoadOptions::max_memory).
+topo::Topology load_topology(const std::string& path, std::uint64_t limit);
 // Throws InputError naming the estimate and the limit when `concurrent` requests of estimate
 // `e` would not fit in `limit` bytes. `what` names the request ("ring allreduce, 1024 ranks,
 // k = 64").

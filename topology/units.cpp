@@ -210,4 +210,13 @@ std::string format_size(Bytes b) {
   return fmt::format("{} B", b);
 }
 
+std::string format_size_estimate(double bytes) {
+  constexpr double kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024, kTiB = kGiB * 1024;
+  if (bytes >= 1024 * kTiB) return fmt::format("{:.3g} TiB", bytes / kTiB);
+  if (bytes >= kTiB) return fmt::format("{:.1f} TiB", bytes / kTiB);
+  if (bytes >= kGiB) return fmt::format("{:.1f} GiB", bytes / kGiB);
+  if (bytes >= kMiB) return fmt::format("{:.1f} MiB", bytes / kMiB);
+  return fmt::format("{:.1f} KiB", bytes / kKiB);
+}
+
 }  // namespace collsim
