@@ -19,7 +19,7 @@ namespace collsim::backend {
 using nlohmann::json;
 
 const std::vector<OpKindInfo>& op_kinds() {
-  static const std::vector<OpKindInfo> kinds = {
+  static const std::vector<OpKindInfo> kKinds = {
       {"empty", "none", 0, "no data"},
       {"event", "none", 0, "no data"},
       {"delay", "seconds", 0, "no data; x is the requested delay"},
@@ -33,7 +33,7 @@ const std::vector<OpKindInfo>& op_kinds() {
       {"reduce_fp16", "bytes", 3, "device memory traffic: two operands read, one result written"},
       {"reduce_bf16", "bytes", 3, "device memory traffic: two operands read, one result written"},
   };
-  return kinds;
+  return kKinds;
 }
 
 const OpKindInfo* find_op_kind(std::string_view name) {
@@ -148,11 +148,13 @@ class Reader {
     const auto it = obj.find(key);
     if (it == obj.end()) {
       if (required)
-        sink_.error(where + "/" + key, fmt::format("missing \"{}\"; expected a string", key));
+        sink_.error(topo::json_io::pointer(where, key),
+                    fmt::format("missing \"{}\"; expected a string", key));
       return {};
     }
     if (!it->is_string()) {
-      sink_.error(where + "/" + key, fmt::format("found {}; expected a string", it->type_name()));
+      sink_.error(topo::json_io::pointer(where, key),
+                  fmt::format("found {}; expected a string", it->type_name()));
       return {};
     }
     return it->get<std::string>();
@@ -163,18 +165,18 @@ class Reader {
     const auto it = obj.find(key);
     if (it == obj.end()) {
       if (required)
-        sink_.error(where + "/" + key,
+        sink_.error(topo::json_io::pointer(where, key),
                     fmt::format("missing \"{}\"; expected a number in [{}, {}]", key, lo, hi));
       return fallback;
     }
     if (!it->is_number()) {
-      sink_.error(where + "/" + key,
+      sink_.error(topo::json_io::pointer(where, key),
                   fmt::format("found {}; expected a number in [{}, {}]", it->type_name(), lo, hi));
       return fallback;
     }
     const double v = it->get<double>();
     if (!std::isfinite(v) || v < lo || v > hi) {
-      sink_.error(where + "/" + key,
+      sink_.error(topo::json_io::pointer(where, key),
                   fmt::format("found {}; expected a number in [{}, {}]", v, lo, hi));
       return fallback;
     }
@@ -185,8 +187,9 @@ class Reader {
                     std::initializer_list<std::string_view> known) {
     for (const auto& [key, value] : obj.items()) {
       if (std::find(known.begin(), known.end(), key) == known.end())
-        sink_.error(where + "/" + key, fmt::format("unknown key \"{}\"; expected one of: {}", key,
-                                                   fmt::join(known, ", ")));
+        sink_.error(
+            topo::json_io::pointer(where, key),
+            fmt::format("unknown key \"{}\"; expected one of: {}", key, fmt::join(known, ", ")));
     }
   }
 

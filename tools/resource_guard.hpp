@@ -20,6 +20,7 @@
 //
 // Staging (a server without "p2p", or several servers without "gpudirect_rdma") turns a transfer
 // into copy, send, receive, copy; that is why it has its own column.
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdint>
 #include <span>
@@ -30,10 +31,6 @@
 #include "schedules/generate.hpp"
 #include "topology/topology.hpp"
 #include "topology/units.hpp"
-
-namespace CLI {
-class App;
-}  // namespace CLI
 
 namespace collsim::cli {
 

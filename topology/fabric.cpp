@@ -73,9 +73,9 @@ ExpansionSize estimate_fabric(const nlohmann::json& fabric, double servers) {
   return size;
 }
 
-void build_fabric(const nlohmann::json& value, BuildState& state) {
+void build_fabric(const nlohmann::json& fabric, BuildState& state) {
   DiagnosticSink& sink = state.sink;
-  const ObjectReader r(value, "/fabric", sink, "a fabric");
+  const ObjectReader r(fabric, "/fabric", sink, "a fabric");
   if (!r.ok()) return;
   r.check_keys({"kind", "name", "nics", "servers_per_leaf", "spines", "nic_link", "uplink",
                 "oversubscription"});

@@ -395,8 +395,8 @@ std::optional<double> ObjectReader::ratio(std::string_view key) const {
 void ObjectReader::check_keys(std::initializer_list<std::string_view> allowed) const {
   if (object_ == nullptr) return;
   std::vector<std::string_view> all(allowed);
-  all.push_back("comment");
-  all.push_back("sources");
+  all.emplace_back("comment");
+  all.emplace_back("sources");
   for (const auto& [key, value] : object_->items()) {
     if (key == "comment" || key == "sources") {
       bool fine = value.is_string();

@@ -179,13 +179,13 @@ std::string trimmed_number(double v) {
 }
 }  // namespace
 
-std::string format_bandwidth(double bps) {
-  if (std::isinf(bps)) return "unlimited";
-  if (bps >= 1e12) return trimmed_number(bps / 1e12) + " TB/s";
-  if (bps >= 1e9) return trimmed_number(bps / 1e9) + " GB/s";
-  if (bps >= 1e6) return trimmed_number(bps / 1e6) + " MB/s";
-  if (bps >= 1e3) return trimmed_number(bps / 1e3) + " KB/s";
-  return trimmed_number(bps) + " B/s";
+std::string format_bandwidth(double bytes_per_second) {
+  if (std::isinf(bytes_per_second)) return "unlimited";
+  if (bytes_per_second >= 1e12) return trimmed_number(bytes_per_second / 1e12) + " TB/s";
+  if (bytes_per_second >= 1e9) return trimmed_number(bytes_per_second / 1e9) + " GB/s";
+  if (bytes_per_second >= 1e6) return trimmed_number(bytes_per_second / 1e6) + " MB/s";
+  if (bytes_per_second >= 1e3) return trimmed_number(bytes_per_second / 1e3) + " KB/s";
+  return trimmed_number(bytes_per_second) + " B/s";
 }
 
 std::string format_duration(double s) {
