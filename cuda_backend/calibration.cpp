@@ -12,13 +12,14 @@
 #include <sstream>
 
 #include "topology/error.hpp"
+#include "topology/json_reader.hpp"
 
 namespace collsim::backend {
 
 using nlohmann::json;
 
 const std::vector<OpKindInfo>& op_kinds() {
-  static const std::vector<OpKindInfo> kinds = {
+  static const std::vector<OpKindInfo> kKinds = {
       {"empty", "none", 0, "no data"},
       {"event", "none", 0, "no data"},
       {"delay", "seconds", 0, "no data; x is the requested delay"},
@@ -32,7 +33,7 @@ const std::vector<OpKindInfo>& op_kinds() {
       {"reduce_fp16", "bytes", 3, "device memory traffic: two operands read, one result written"},
       {"reduce_bf16", "bytes", 3, "device memory traffic: two operands read, one result written"},
   };
-  return kinds;
+  return kKinds;
 }
 
 const OpKindInfo* find_op_kind(std::string_view name) {
@@ -124,17 +125,15 @@ void save_calibration(const Calibration& calibration, const std::string& path) {
   if (!out) throw InputError(path, "--out", "writing the calibration failed (disk full?)");
 }
 
+namespace {
+constexpr topo::json_io::Expected kCalibrationDocument = {
+    "calibration",
+    R"({"format": "collsim-calibration", "version": 1, "fits": {...}} (docs/calibration-format.md))",
+    "the output of `collsim calibrate --out FILE`"};
+}  // namespace
+
 Calibration load_calibration(const std::string& path) {
-  if (std::filesystem::is_directory(path))
-    throw InputError(path, "", "is a directory; expected a calibration JSON file");
-  std::ifstream in(path);
-  if (!in)
-    throw InputError(path, "",
-                     "cannot open the calibration file; check the path (it is written "
-                     "by `collsim calibrate --out FILE`)");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_calibration(text.str(), path);
+  return parse_calibration(topo::json_io::read_text_file(path, kCalibrationDocument), path);
 }
 
 namespace {
@@ -149,11 +148,13 @@ class Reader {
     const auto it = obj.find(key);
     if (it == obj.end()) {
       if (required)
-        sink_.error(where + "/" + key, fmt::format("missing \"{}\"; expected a string", key));
+        sink_.error(topo::json_io::pointer(where, key),
+                    fmt::format("missing \"{}\"; expected a string", key));
       return {};
     }
     if (!it->is_string()) {
-      sink_.error(where + "/" + key, fmt::format("found {}; expected a string", it->type_name()));
+      sink_.error(topo::json_io::pointer(where, key),
+                  fmt::format("found {}; expected a string", it->type_name()));
       return {};
     }
     return it->get<std::string>();
@@ -164,18 +165,18 @@ class Reader {
     const auto it = obj.find(key);
     if (it == obj.end()) {
       if (required)
-        sink_.error(where + "/" + key,
+        sink_.error(topo::json_io::pointer(where, key),
                     fmt::format("missing \"{}\"; expected a number in [{}, {}]", key, lo, hi));
       return fallback;
     }
     if (!it->is_number()) {
-      sink_.error(where + "/" + key,
+      sink_.error(topo::json_io::pointer(where, key),
                   fmt::format("found {}; expected a number in [{}, {}]", it->type_name(), lo, hi));
       return fallback;
     }
     const double v = it->get<double>();
     if (!std::isfinite(v) || v < lo || v > hi) {
-      sink_.error(where + "/" + key,
+      sink_.error(topo::json_io::pointer(where, key),
                   fmt::format("found {}; expected a number in [{}, {}]", v, lo, hi));
       return fallback;
     }
@@ -186,8 +187,9 @@ class Reader {
                     std::initializer_list<std::string_view> known) {
     for (const auto& [key, value] : obj.items()) {
       if (std::find(known.begin(), known.end(), key) == known.end())
-        sink_.error(where + "/" + key, fmt::format("unknown key \"{}\"; expected one of: {}", key,
-                                                   fmt::join(known, ", ")));
+        sink_.error(
+            topo::json_io::pointer(where, key),
+            fmt::format("unknown key \"{}\"; expected one of: {}", key, fmt::join(known, ", ")));
     }
   }
 
@@ -198,17 +200,12 @@ class Reader {
 }  // namespace
 
 Calibration parse_calibration(std::string_view text, const std::string& file) {
-  json doc;
-  try {
-    doc = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    throw InputError(file, fmt::format("byte {}", e.byte),
-                     fmt::format("not valid JSON: {}", e.what()));
-  } catch (const json::out_of_range& e) {
-    // A number beyond the range of a double (1e999) is reported this way, not as a parse error.
-    throw InputError(file, "", fmt::format("not valid JSON: {}", e.what()));
-  }
+  // The topology loader's reader: syntax errors with line and column, duplicate keys with their
+  // JSON pointer, nesting and binary text; nlohmann alone keeps the last of duplicate keys.
   DiagnosticSink sink(file);
+  const auto parsed = topo::json_io::parse_document(text, sink, kCalibrationDocument);
+  sink.throw_if_any();
+  const json& doc = *parsed;
   if (!doc.is_object()) {
     sink.error("", fmt::format("found {}; expected a JSON object written by `collsim calibrate`",
                                doc.type_name()));

@@ -40,7 +40,7 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
-enum : std::uint32_t { kPending = 0, kPosted = 1, kDone = 2 };
+constexpr std::uint32_t kPending = 0, kPosted = 1, kDone = 2;
 
 struct RankMemory {
   std::vector<std::byte> input, output, scratch, host;

@@ -97,7 +97,7 @@ void require_host(const topo::Topology& t, topo::NodeId gpu) {
 
 OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
                    std::span<const OpId> after_src, std::span<const OpId> after_dst,
-                   const Lanes& fl, const Lanes& tl) {
+                   const Lanes& from_lanes, const Lanes& to_lanes) {
   // The send waits for `after_src`, or for the staging copy that waited for them. No vector of
   // dependencies per transfer: a heap allocation per move showed up when generating large plans.
   std::span<const OpId> send_deps = after_src;
@@ -113,7 +113,7 @@ OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
     Op c;
     c.kind = OpKind::copy;
     c.rank = from;
-    c.stream = fl.d2h;
+    c.stream = from_lanes.d2h;
     c.bytes = bytes;
     c.src = src;
     c.dst = send_src;
@@ -126,7 +126,7 @@ OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
   Op s;
   s.kind = OpKind::send;
   s.rank = from;
-  s.stream = fl.send;
+  s.stream = from_lanes.send;
   s.bytes = bytes;
   s.src = send_src;
   s.peer = to;
@@ -134,7 +134,7 @@ OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
   Op r;
   r.kind = OpKind::recv;
   r.rank = to;
-  r.stream = tl.recv;
+  r.stream = to_lanes.recv;
   r.bytes = bytes;
   r.dst = recv_dst;
   r.peer = from;
@@ -149,7 +149,7 @@ OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
   Op c;
   c.kind = OpKind::copy;
   c.rank = to;
-  c.stream = tl.h2d;
+  c.stream = to_lanes.h2d;
   c.bytes = bytes;
   c.src = recv_dst;
   c.dst = dst;

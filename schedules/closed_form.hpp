@@ -23,10 +23,10 @@ struct UniformCosts {
   double device_copy(double bytes) const { return 2 * bytes / memory_bandwidth; }
 };
 
-// Seconds the plan generate(request) takes on p ranks of a uniform machine. Throws InputError
-// when the request does not fit (same rules as generate) and for hier, whose time depends on
-// the shape of the servers (closed_form_hier).
-double closed_form(const PlanRequest& request, RankId p, const UniformCosts& costs);
+// Seconds the plan generate(req) takes on p ranks of a uniform machine of costs u. Throws
+// InputError when the request does not fit (same rules as generate) and for hier, whose time
+// depends on the shape of the servers (closed_form_hier).
+double closed_form(const PlanRequest& req, RankId p, const UniformCosts& u);
 
 // Hierarchical allreduce on s servers of g GPUs with costs `intra` inside a server and `inter`
 // between servers.

@@ -80,6 +80,7 @@ void scatter(Builder& b, const Job& job, const std::vector<RankId>& senders, Src
 
 void direct(Builder& b, const Job& job) {
   const RankId p = job.p;
+  if (p == 0) throw InternalError("direct: a job without ranks");  // generate refuses p = 0
   // Every rank with every peer, k chunks: two ops per transfer and, for the reducing
   // collectives, one reduction per transfer.
   const std::uint64_t transfers = std::uint64_t{p} * (p - 1) * job.k;

@@ -234,6 +234,7 @@ Plan generate(const topo::Router& router, const PlanRequest& req) {
         by_server[s].push_back(r);
       }
       std::vector<std::vector<RankId>> groups;
+      groups.reserve(by_server.size());
       for (auto& [s, ranks] : by_server) groups.push_back(std::move(ranks));
       for (const auto& g : groups)
         if (g.size() != groups.front().size())

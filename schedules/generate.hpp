@@ -40,7 +40,7 @@ std::vector<Algorithm> algorithms_for(Collective collective, RankId ranks);
 
 // Empty when the request fits; otherwise what is wrong and what would fit. Does not look at the
 // topology beyond the rank count (hier needs servers: generate() checks that).
-std::string why_not(const PlanRequest& request, RankId ranks);
+std::string why_not(const PlanRequest& req, RankId p);
 
 // Throws InputError when the algorithm does not fit the collective, the rank count or the size.
 // A request that does not fit is refused, never replaced by another algorithm.

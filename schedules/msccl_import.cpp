@@ -227,6 +227,8 @@ Plan parse_msccl(std::string_view text, const std::string& file, Bytes size, DTy
   struct StepRef {
     RankId gpu;
     long long tb, step;
+    // clang-tidy 14 flags the literal 0 a defaulted <=> compares its result with; no pointer here.
+    // NOLINTNEXTLINE(modernize-use-nullptr)
     auto operator<=>(const StepRef&) const = default;
   };
   std::map<StepRef, OpId> last_op;   // the op that completes each step
@@ -246,8 +248,13 @@ Plan parse_msccl(std::string_view text, const std::string& file, Bytes size, DTy
     const auto gpu = static_cast<RankId>(ga.num("id", 0, ngpus - 1));
     if (seen[gpu]) ga.fail("gpu " + std::to_string(gpu) + " is described twice");
     seen[gpu] = 1;
+    // Buffer sizes in chunks, as the MSCCL runtime checks them: i_chunks and o_chunks default
+    // to nchunksperloop (chunks index the larger buffer), s_chunks to none.
+    const long long buffer_chunks[] = {ga.num("i_chunks", 0, 1 << 24, nchunks),
+                                       ga.num("o_chunks", 0, 1 << 24, nchunks),
+                                       ga.num("s_chunks", 0, 1 << 24, 0)};
     // Reducing receives land in scratch past the chunks the XML uses itself (s_chunks).
-    Bytes landing = static_cast<Bytes>(ga.num("s_chunks", 0, 1 << 24, 0)) * chunk;
+    Bytes landing = static_cast<Bytes>(buffer_chunks[2]) * chunk;
     for (const Element& tb : g.children) {
       const Attrs ta(tb, file);
       if (tb.name != "tb") ta.fail("expected <tb> inside <gpu>");
@@ -267,7 +274,8 @@ Plan parse_msccl(std::string_view text, const std::string& file, Bytes size, DTy
                   " where s=" + std::to_string(expected_step) + " was expected");
         ++expected_step;
         const std::string type = sa.str("type");
-        const auto cnt = static_cast<Bytes>(sa.num("cnt", 1, 1 << 24, 1));
+        // cnt has no default: the MSCCL runtime's parser requires it on every step.
+        const auto cnt = static_cast<Bytes>(sa.num("cnt", 1, 1 << 24));
         const Bytes bytes = cnt * chunk;
         // Regions end below 2^50 bytes (collsim's largest buffer), so no product overflows.
         const Bytes limit_chunks = kMaxSize / chunk;
@@ -278,7 +286,20 @@ Plan parse_msccl(std::string_view text, const std::string& file, Bytes size, DTy
           if (at + cnt > limit_chunks)
             sa.fail(std::string(off) + "=" + std::to_string(at) +
                     " puts the region beyond the largest buffer");
-          return Region{buffer_of(sa, buf), at * chunk};
+          const BufferId id = buffer_of(sa, buf);
+          const std::size_t b = id == BufferId::input ? 0 : id == BufferId::output ? 1 : 2;
+          const auto have = static_cast<Bytes>(buffer_chunks[b]);
+          if (at + cnt > have) {
+            const std::string name = sa.str(buf) + "_chunks";
+            sa.fail(std::string(off) + "=" + std::to_string(at) +
+                    " with cnt=" + std::to_string(cnt) + " reaches past the end of buffer " +
+                    sa.str(buf) + ", which has " + std::to_string(have) + " chunks (" + name +
+                    " of <gpu id=\"" + std::to_string(gpu) + "\">); " +
+                    (cnt <= have ? "use " + std::string(off) + " from 0 to " +
+                                       std::to_string(have - cnt) + ", or raise " + name
+                                 : "raise " + name));
+          }
+          return Region{id, at * chunk};
         };
         const StepRef ref{gpu, tb_id, s};
         const bool needs_send = type == "s" || type == "rcs" || type == "rrs" || type == "rrcs";
@@ -351,7 +372,7 @@ Plan parse_msccl(std::string_view text, const std::string& file, Bytes size, DTy
         }
         first_op[ref] = first;
         last_op[ref] = last;
-        if (sa.num("depid", -1, 32000, -1) >= 0) deferred_deps.push_back({&st, ref});
+        if (sa.num("depid", -1, 32000, -1) >= 0) deferred_deps.emplace_back(&st, ref);
       }
     }
   }

@@ -129,13 +129,19 @@ void save_plan(const std::string& path, const Plan& plan, const topo::Topology* 
   if (!f) throw InputError(path, "", "writing the plan failed (disk full?)");
 }
 
+namespace {
+constexpr topo::json_io::Expected kPlanDocument = {
+    "plan", R"({"format": "collsim-plan", "version": 1, "ops": [...]} (docs/plan-format.md))",
+    "the output of `collsim plan ... --out plan.json`"};
+}  // namespace
+
 Plan load_plan(const std::string& path, const topo::Topology* topology) {
-  return parse_plan(topo::json_io::read_text_file(path), path, topology);
+  return parse_plan(topo::json_io::read_text_file(path, kPlanDocument), path, topology);
 }
 
 Plan parse_plan(std::string_view text, const std::string& file, const topo::Topology* topology) {
   DiagnosticSink sink(file);
-  const auto doc = topo::json_io::parse_document(text, sink);
+  const auto doc = topo::json_io::parse_document(text, sink, kPlanDocument);
   sink.throw_if_any();
   ObjectReader top(*doc, "", sink, "a plan");
   sink.throw_if_any();

@@ -99,7 +99,7 @@ void reserve_ring(Builder& b, const Job& job, std::uint64_t steps, std::uint64_t
 }
 
 void ring_allreduce(Builder& b, const Job& job) {
-  reserve_ring(b, job, 2 * (job.p - 1), job.p - 1);
+  reserve_ring(b, job, 2 * (std::uint64_t{job.p} - 1), job.p - 1);
   const auto segs = split({0, job.n}, job.p, job.element);
   auto hold = ring_reduce_scatter(b, job, 0, false, [&](RankId, RankId seg, std::uint32_t c) {
     return Region{BufferId::output, nth_piece(segs[seg], job.k, c, job.element).offset};

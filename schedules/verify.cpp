@@ -15,6 +15,8 @@ namespace {
 struct Term {
   RankId rank = 0;
   std::int64_t delta = 0;
+  // clang-tidy 14 flags the literal 0 a defaulted <=> compares its result with; no pointer here.
+  // NOLINTNEXTLINE(modernize-use-nullptr)
   auto operator<=>(const Term&) const = default;
 };
 using Value = std::vector<Term>;  // sorted multiset
@@ -289,10 +291,10 @@ VerifyReport verify(const Plan& plan, std::size_t max_problems) {
     for (OpId id = 0; id < ops; ++id) {
       auto [it, fresh] = last.emplace(std::pair{plan.rank(id), plan.stream(id)}, id);
       if (!fresh) {
-        edges.push_back({it->second, id});
+        edges.emplace_back(it->second, id);
         it->second = id;
       }
-      for (OpId d : plan.deps(id)) edges.push_back({d, id});
+      for (OpId d : plan.deps(id)) edges.emplace_back(d, id);
     }
     for (auto [from, to] : edges) {
       ++succ_begin[from + 1];
@@ -501,9 +503,9 @@ VerifyReport verify(const Plan& plan, std::size_t max_problems) {
     const std::uint32_t want_id = values.intern(want);
     for (const Span& s : mem[rank][static_cast<int>(BufferId::output)].read(begin, end)) {
       if (s.value == want_id) continue;
-      const std::string where = "rank " + std::to_string(rank) + " output bytes [" +
-                                std::to_string(s.begin) + ", " + std::to_string(s.end) +
-                                ") (chunk " + std::to_string(s.begin / chunk_bytes) + ")";
+      std::string where = "rank " + std::to_string(rank) + " output bytes [" +
+                          std::to_string(s.begin) + ", " + std::to_string(s.end) + ") (chunk " +
+                          std::to_string(s.begin / chunk_bytes) + ")";
       if (s.value == kUndefined) {
         rep.add(where + " is never written");
         continue;
@@ -511,7 +513,10 @@ VerifyReport verify(const Plan& plan, std::size_t max_problems) {
       const Value& got = values.get(s.value);
       std::string what;
       std::size_t i = 0, j = 0;
-      auto note = [&](std::string t) { what += (what.empty() ? "" : "; ") + t; };
+      auto note = [&](const std::string& t) {
+        if (!what.empty()) what += "; ";
+        what += t;
+      };
       while (i < got.size() || j < want.size()) {
         if (j == want.size() || (i < got.size() && got[i] < want[j])) {
           const Term t = got[i];
@@ -537,7 +542,9 @@ VerifyReport verify(const Plan& plan, std::size_t max_problems) {
                  std::to_string(extra + 1) + " times");
         }
       }
-      rep.add(where + " " + what);
+      where += ' ';
+      where += what;
+      rep.add(std::move(where));
     }
   };
   Value all;

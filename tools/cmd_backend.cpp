@@ -13,6 +13,7 @@
 #include "cuda_backend/validation.hpp"
 #include "tools/commands.hpp"
 #include "tools/exit_codes.hpp"
+#include "tools/resource_guard.hpp"
 #include "tools/value_lists.hpp"
 #include "topology/error.hpp"
 #include "topology/loader.hpp"
@@ -50,6 +51,7 @@ struct ValidateOptions {
   std::uint32_t warmup = 1;
   bool no_links = false;
   std::string nccl_csv;
+  std::string max_memory;
 };
 
 std::string fit_line_text(const backend::OpFit& f) {
@@ -138,7 +140,7 @@ void validate(const ValidateOptions& o) {
   if (vo.repetitions == 0) throw InputError("", "--reps", "0 repetitions; give at least 1");
   check_writable(o.out);
   check_writable(o.nccl_csv);
-  topo::Topology topology = topo::load_topology(o.topology);
+  topo::Topology topology = load_topology(o.topology, max_memory_limit(o.max_memory));
   auto executor = backend::make_executor(o.backend);
   // Virtual ranks share their device's memory: rank r runs on device r % devices.
   const auto devices = static_cast<std::uint32_t>(std::max(1, executor->device().devices));
@@ -224,6 +226,7 @@ void add_backend_commands(CLI::App& app) {
   val->add_option("--nccl-csv", vo->nccl_csv,
                   "With --backend cuda, NCCL and two or more GPUs: write the ncclAllReduce "
                   "ground-truth rows as CSV to this file");
+  add_max_memory_option(*val, vo->max_memory);
   val->add_option("--sizes", vo->sizes,
                   "Allreduce sizes (default 1 MiB .. ConvNeXt-Tiny gradients, 114,356,512 bytes)")
       ->capture_default_str();

@@ -15,6 +15,7 @@
 #include "sim/engine.hpp"
 #include "tools/commands.hpp"
 #include "tools/exit_codes.hpp"
+#include "tools/resource_guard.hpp"
 #include "tools/value_lists.hpp"
 #include "topology/error.hpp"
 #include "topology/loader.hpp"
@@ -35,6 +36,7 @@ struct PlanOptions {
   std::string file;
   std::string import_size = "64MiB";
   std::string ranks;
+  std::string max_memory;
 };
 
 Bytes size_option(const std::string& text, const char* option) {
@@ -88,7 +90,7 @@ void generate_command(const PlanOptions& o) {
   req.dtype = dtype_option(o.dtype);
   req.chunks = o.chunks;
   req.root = o.root;
-  const topo::Topology t = topo::load_topology(o.topology);
+  const topo::Topology t = load_topology(o.topology, max_memory_limit(o.max_memory));
   req.ranks = parse_ranks(o.ranks, t, "--ranks");
   topo::Router router(t);
   const sched::Plan plan = sched::generate(router, req);
@@ -97,7 +99,8 @@ void generate_command(const PlanOptions& o) {
 
 void verify_command(const PlanOptions& o) {
   std::unique_ptr<topo::Topology> t;
-  if (!o.topology.empty()) t = std::make_unique<topo::Topology>(topo::load_topology(o.topology));
+  if (!o.topology.empty())
+    t = std::make_unique<topo::Topology>(load_topology(o.topology, max_memory_limit(o.max_memory)));
   const sched::Plan plan = sched::load_plan(o.file, t.get());
   const sched::VerifyReport r = sched::verify(plan);
   if (!r.ok()) {
@@ -212,7 +215,7 @@ void show_command(const PlanOptions& o) {
 // Simulates a plan file on a topology. Ranks without a GPU (imported plans) take the
 // topology's GPUs in order.
 void simulate_command(const PlanOptions& o) {
-  const topo::Topology t = topo::load_topology(o.topology);
+  const topo::Topology t = load_topology(o.topology, max_memory_limit(o.max_memory));
   sched::Plan plan = sched::load_plan(o.file, &t);
   const auto& gpus = t.gpus();
   for (sched::RankId r = 0; r < plan.num_ranks(); ++r) {
@@ -262,12 +265,14 @@ void add_plan_commands(CLI::App& app) {
   plan->add_option("--ranks", o->ranks,
                    "GPUs taking part, in rank order: indices 0-7,16 or GPU names (default: all)");
   plan->add_option("--out", o->out, "Write the plan here (default: standard output)");
+  add_max_memory_option(*plan, o->max_memory);
   plan->require_subcommand(0, 1);
 
   CLI::App* verify = plan->add_subcommand(
       "verify", "Prove that a plan file computes its collective (exit 1 if it does not)");
   verify->add_option("file", o->file, "Plan JSON file")->required();
   verify->add_option("--topology", o->topology, "Resolve the plan's GPU names in this topology");
+  add_max_memory_option(*verify, o->max_memory);
   verify->callback([o] { verify_command(*o); });
 
   CLI::App* show = plan->add_subcommand(
@@ -279,6 +284,7 @@ void add_plan_commands(CLI::App& app) {
       "simulate", "Simulate a plan file (generated, hand-written or imported) on a topology");
   simulate->add_option("file", o->file, "Plan JSON file")->required();
   simulate->add_option("--topology", o->topology, "Topology JSON file")->required();
+  add_max_memory_option(*simulate, o->max_memory);
   simulate->callback([o] { simulate_command(*o); });
 
   CLI::App* imp = plan->add_subcommand(

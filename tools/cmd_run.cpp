@@ -99,9 +99,7 @@ void add_common_options(CLI::App& cmd, RunOptions& o, bool sweep) {
                  "How auto searches k: full (every k of 1,2,4,...,64) or fast (for each "
                  "algorithm, stop at the first k slower than the one before)")
       ->capture_default_str();
-  cmd.add_option("--max-memory", o.max_memory,
-                 "Refuse a simulation whose estimated memory exceeds this: a size (8GiB) or a "
-                 "share of physical memory (50%); default half of physical memory");
+  add_max_memory_option(cmd, o.max_memory);
   cmd.add_flag("--no-wall", o.no_wall,
                "Print 0 for wall_s, the only non-deterministic column, for byte-identical output");
 }
@@ -124,8 +122,7 @@ std::string topology_label(const topo::Topology& t, const std::string& path) {
 // --max-memory: every (algorithm, k) is estimated before its plan is built, and the address
 // space is capped so that an estimate that fell short ends in a clear out-of-memory message.
 void set_limits(Context& context, const RunOptions& o, unsigned concurrent) {
-  context.max_memory =
-      o.max_memory.empty() ? default_max_memory() : parse_max_memory(o.max_memory, "--max-memory");
+  context.max_memory = max_memory_limit(o.max_memory);
   context.concurrent = std::max(1u, concurrent);
   cap_address_space(context.max_memory, context.concurrent);
 }
@@ -243,7 +240,8 @@ class Output {
 // What run and sweep share once the options are parsed: the loaded topology and its router.
 struct Loaded {
   // Built in place: Boost's graph has no move assignment, and copying it is slow.
-  explicit Loaded(const std::string& path) : topology(topo::load_topology(path)) {}
+  Loaded(const std::string& path, std::uint64_t max_memory)
+      : topology(load_topology(path, max_memory)) {}
   topo::Topology topology;
   std::unique_ptr<topo::Router> router;
   std::vector<topo::NodeId> ranks;
@@ -262,7 +260,7 @@ topo::RoutingOptions parse_routing(const std::string& text) {
 }
 
 std::unique_ptr<Loaded> load(const RunOptions& o) {
-  auto loaded = std::make_unique<Loaded>(o.topology);
+  auto loaded = std::make_unique<Loaded>(o.topology, max_memory_limit(o.max_memory));
   loaded->calibration_note = "none (the topology's parameters as written)";
   if (!o.calibration.empty())
     loaded->calibration_note = apply_calibration_file(loaded->topology, o.calibration);

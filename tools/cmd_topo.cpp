@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tools/commands.hpp"
+#include "tools/resource_guard.hpp"
 #include "topology/dot.hpp"
 #include "topology/error.hpp"
 #include "topology/json_reader.hpp"
@@ -56,8 +57,8 @@ struct ClassStats {
   std::size_t min_hops = 0, max_hops = 0;
 };
 
-void show(const std::string& file) {
-  const Topology t = topo::load_topology(file);
+void show(const std::string& file, std::uint64_t max_memory) {
+  const Topology t = load_topology(file, max_memory);
   const topo::Router router(t);
   std::string out;
   out += fmt::format("topology: {} ({})\n", t.name(), file);
@@ -166,8 +167,8 @@ NodeId resolve(const Topology& t, const std::string& text, const std::string& op
 }
 
 void route(const std::string& file, const std::string& a, const std::string& b, bool ecmp,
-           std::uint64_t flow_key) {
-  const Topology t = topo::load_topology(file);
+           std::uint64_t flow_key, std::uint64_t max_memory) {
+  const Topology t = load_topology(file, max_memory);
   const NodeId from = resolve(t, a, "FROM"), to = resolve(t, b, "TO");
   topo::RoutingOptions options;
   options.ecmp = ecmp;
@@ -194,18 +195,21 @@ void add_topo_commands(CLI::App& app) {
   topo_cmd->require_subcommand(1);
 
   auto file = std::make_shared<std::string>();
+  auto max_memory = std::make_shared<std::string>();
   CLI::App* show_cmd = topo_cmd->add_subcommand(
       "show",
       "Counts by kind, servers, racks, bandwidth per path class between GPU pairs, and "
       "the diameter in hops and latency");
   show_cmd->add_option("FILE", *file, "Topology JSON file (docs/topology-format.md)")->required();
-  show_cmd->callback([file] { show(*file); });
+  add_max_memory_option(*show_cmd, *max_memory);
+  show_cmd->callback([file, max_memory] { show(*file, max_memory_limit(*max_memory)); });
 
   CLI::App* validate_cmd = topo_cmd->add_subcommand(
       "validate", "Check a topology file; prints \"ok: ...\" or every problem found (exit 2)");
   validate_cmd->add_option("FILE", *file, "Topology JSON file")->required();
-  validate_cmd->callback([file] {
-    const Topology t = topo::load_topology(*file);
+  add_max_memory_option(*validate_cmd, *max_memory);
+  validate_cmd->callback([file, max_memory] {
+    const Topology t = load_topology(*file, max_memory_limit(*max_memory));
     print(fmt::format("ok: {}: {} nodes ({} GPUs), {} directed links, {} servers, {} racks\n",
                       t.name(), t.num_nodes(), t.gpus().size(), t.num_links(), t.servers().size(),
                       t.racks().size()));
@@ -224,14 +228,17 @@ void add_topo_commands(CLI::App& app) {
   route_cmd->add_option("TO", *to, "Destination node name, or a GPU rank")->required();
   route_cmd->add_flag("--ecmp", *ecmp, "Choose among equal-cost paths by hashing --flow-key");
   route_cmd->add_option("--flow-key", *flow_key, "Flow key hashed by --ecmp (default 0)");
-  route_cmd->callback([=] { route(*file, *from, *to, *ecmp, *flow_key); });
+  add_max_memory_option(*route_cmd, *max_memory);
+  route_cmd->callback(
+      [=] { route(*file, *from, *to, *ecmp, *flow_key, max_memory_limit(*max_memory)); });
 
   auto output = std::make_shared<std::string>();
   CLI::App* dot_cmd = topo_cmd->add_subcommand("dot", "Write the topology as a GraphViz graph");
   dot_cmd->add_option("FILE", *file, "Topology JSON file")->required();
   dot_cmd->add_option("-o,--output", *output, "Write to this file instead of standard output");
-  dot_cmd->callback([file, output] {
-    const Topology t = topo::load_topology(*file);
+  add_max_memory_option(*dot_cmd, *max_memory);
+  dot_cmd->callback([file, output, max_memory] {
+    const Topology t = load_topology(*file, max_memory_limit(*max_memory));
     if (output->empty()) {
       topo::write_dot(t, std::cout);
       std::cout.flush();

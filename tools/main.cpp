@@ -10,7 +10,9 @@
 #include "tools/exit_codes.hpp"
 #include "topology/error.hpp"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   using namespace collsim;
   CLI::App app{"collsim: simulate GPU collective communication on a cluster described in JSON"};
   app.require_subcommand(1);
@@ -57,4 +59,19 @@ int main(int argc, char** argv) {
     return cli::kExitInternal;
   }
   return cli::kExitOk;
+}
+
+}  // namespace
+
+// Building the command line can throw too (bad_alloc); nothing leaves main as an exception.
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (...) {
+    std::fputs(
+        "internal error: an exception escaped the command line\nThis is a bug in collsim. "
+        "Please report it with the command line and the input files attached.\n",
+        stderr);
+    return collsim::cli::kExitInternal;
+  }
 }

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <set>
 
 #include "topology/error.hpp"
+#include "topology/loader.hpp"
 
 namespace collsim::cli {
 namespace {
@@ -40,16 +42,6 @@ struct sigaction g_previous {};
 
 void on_sigint(int /*signal*/) {
   g_interrupted.store(true, std::memory_order_relaxed);
-}
-
-// Rounded: an estimate printed to the byte would claim a precision it does not have.
-std::string describe(double bytes) {
-  constexpr double kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024, kTiB = kGiB * 1024;
-  if (bytes >= 1024 * kTiB) return fmt::format("{:.3g} TiB", bytes / kTiB);
-  if (bytes >= kTiB) return fmt::format("{:.1f} TiB", bytes / kTiB);
-  if (bytes >= kGiB) return fmt::format("{:.1f} GiB", bytes / kGiB);
-  if (bytes >= kMiB) return fmt::format("{:.1f} MiB", bytes / kMiB);
-  return fmt::format("{:.1f} KiB", bytes / kKiB);
 }
 
 }  // namespace
@@ -120,8 +112,13 @@ Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std:
               : ops_per_rank_chunk(collective, algorithm, p, static_cast<double>(servers), staged) *
                         p * k +
                     p;
-  e.events = kEventsPerOp * e.ops;
-  e.bytes = static_cast<double>(kBytesPerOp) * e.ops;
+  if (algorithm == sched::Algorithm::direct && p > 1) {
+    const double concurrent = p * (p - 1);
+    e.stale_events = 2 * concurrent * k * concurrent;
+  }
+  e.events = kEventsPerOp * e.ops + e.stale_events;
+  e.bytes = static_cast<double>(kBytesPerOp) * e.ops +
+            static_cast<double>(kBytesPerQueuedEvent) * e.stale_events;
   return e;
 }
 
@@ -165,6 +162,23 @@ std::uint64_t parse_max_memory(std::string_view text, const std::string& option)
   }
 }
 
+void add_max_memory_option(CLI::App& command, std::string& text) {
+  command.add_option("--max-memory", text,
+                     "Refuse a topology or a simulation whose estimated memory exceeds this: a "
+                     "size (8GiB) or a share of physical memory (50%); default half of physical "
+                     "memory");
+}
+
+std::uint64_t max_memory_limit(const std::string& text) {
+  return text.empty() ? default_max_memory() : parse_max_memory(text, "--max-memory");
+}
+
+topo::Topology load_topology(const std::string& path, std::uint64_t limit) {
+  topo::LoadOptions options;
+  options.max_memory = limit;
+  return topo::load_topology(path, options);
+}
+
 void check_memory(const Estimate& e, unsigned concurrent, std::uint64_t limit,
                   const std::string& what) {
   const double jobs = std::max(1u, concurrent);
@@ -174,10 +188,16 @@ void check_memory(const Estimate& e, unsigned concurrent, std::uint64_t limit,
       concurrent > 1 ? fmt::format(" on each of {} threads", concurrent) : std::string();
   throw InputError(
       "", "--max-memory",
-      fmt::format("{} needs about {}{} (an estimated {:.3g} ops at {} B each, {:.3g} events), "
+      fmt::format("{} needs about {}{} (an estimated {:.3g} ops at {} B each, {:.3g} events{}), "
                   "more than the limit of {}; use fewer chunks or ranks{}, or raise "
                   "--max-memory if the machine has the memory",
-                  what, describe(e.bytes), threads, e.ops, kBytesPerOp, e.events, describe(limit),
+                  what, format_size_estimate(e.bytes), threads, e.ops, kBytesPerOp, e.events,
+                  e.stale_events > 0
+                      ? fmt::format(", {:.3g} of them superseded completion events queued at {} "
+                                    "B each",
+                                    e.stale_events, kBytesPerQueuedEvent)
+                      : std::string(),
+                  format_size_estimate(static_cast<double>(limit)),
                   concurrent > 1 ? " or fewer --jobs" : ""));
 }
 

@@ -20,6 +20,7 @@
 //
 // Staging (a server without "p2p", or several servers without "gpudirect_rdma") turns a transfer
 // into copy, send, receive, copy; that is why it has its own column.
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdint>
 #include <span>
@@ -35,10 +36,18 @@ namespace collsim::cli {
 
 inline constexpr std::uint64_t kBytesPerOp = 96;
 inline constexpr double kEventsPerOp = 1.5;
+// A queued event (sim/event_queue.hpp).
+inline constexpr std::uint64_t kBytesPerQueuedEvent = 16;
 
 struct Estimate {
   double ops = 0;  // double: p^2 k for 100 000 ranks overflows nothing and is compared, not used
   double events = 0;
+  // Direct schedules only: completion events superseded by a rate change, which the engine
+  // leaves queued until their time. p(p-1) flows run at once and share every GPU's ports, so
+  // each start and end of a transfer reschedules up to all of them: at most
+  // 2 x transfers x p(p-1) = 2 p^2 (p-1)^2 k, counted in `events` and at kBytesPerQueuedEvent
+  // each in `bytes`. An upper bound; it is what makes direct on hundreds of GPUs refused.
+  double stale_events = 0;
   double bytes = 0;
 };
 
@@ -58,6 +67,13 @@ std::uint64_t physical_memory();
 std::uint64_t default_max_memory();
 // "--max-memory" text: a size such as "8GiB" or a share of physical memory such as "50%".
 std::uint64_t parse_max_memory(std::string_view text, const std::string& option);
+// --max-memory on a command (every command that loads a topology has it), and the limit its
+// text gives: parse_max_memory, or default_max_memory() when the option was not given.
+void add_max_memory_option(CLI::App& command, std::string& text);
+std::uint64_t max_memory_limit(const std::string& text);
+// A topology file whose expansion is estimated before it is built and refused above `limit`
+// bytes (topo::LoadOptions::max_memory).
+topo::Topology load_topology(const std::string& path, std::uint64_t limit);
 // Throws InputError naming the estimate and the limit when `concurrent` requests of estimate
 // `e` would not fit in `limit` bytes. `what` names the request ("ring allreduce, 1024 ranks,
 // k = 64").

@@ -272,6 +272,8 @@ std::vector<topo::NodeId> parse_ranks(std::string_view text, const topo::Topolog
     }
     std::vector<std::string> names;
     std::vector<std::string_view> views;
+    names.reserve(gpus.size());
+    views.reserve(gpus.size());
     for (topo::NodeId g : gpus) names.push_back(topology.node(g).name);
     for (const auto& n : names) views.push_back(n);
     const std::string guess = closest_match(item, views);

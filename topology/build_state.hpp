@@ -35,6 +35,13 @@ struct BuildState {
 
 // The "fabric" section (fabric.cpp): leaf and spine switches joining the servers' NICs.
 void build_fabric(const nlohmann::json& fabric, BuildState& state);
+// Nodes and directed links the fabric section adds to `servers` servers, an upper bound read
+// from its numbers alone, before anything is expanded; malformed values count as 1.
+struct ExpansionSize {
+  double nodes = 0;
+  double links = 0;
+};
+ExpansionSize estimate_fabric(const nlohmann::json& fabric, double servers);
 // Every GPU must reach every other GPU (validate.cpp).
 void check_gpu_connectivity(BuildState& state);
 

@@ -3,6 +3,7 @@
 // the same graph can be written out explicitly (docs/topology-format.md shows the equivalence).
 #include <fmt/format.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "topology/build_state.hpp"
@@ -47,11 +48,34 @@ bool read_link_params(const ObjectReader& fabric, std::string_view key, LinkPara
   return ok;
 }
 
+// A positive integer field, or 1 when it is absent or malformed (its error comes later).
+double number_or_one(const json& object, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_number_integer() || it->get<std::int64_t>() < 1) return 1;
+  return static_cast<double>(it->get<std::int64_t>());
+}
+
 }  // namespace
 
-void build_fabric(const nlohmann::json& value, BuildState& state) {
+ExpansionSize estimate_fabric(const nlohmann::json& fabric, double servers) {
+  ExpansionSize size;
+  if (!fabric.is_object()) return size;
+  const auto nics_it = fabric.find("nics");
+  const double nics =
+      nics_it != fabric.end() && nics_it->is_array() ? static_cast<double>(nics_it->size()) : 1;
+  const auto kind = fabric.find("kind");
+  const bool rail = kind != fabric.end() && *kind == "rail_optimized";
+  const double groups = std::ceil(servers / number_or_one(fabric, "servers_per_leaf"));
+  const double leaves = groups * (rail ? nics : 1);
+  const double spines = fabric.contains("spines") ? number_or_one(fabric, "spines") : 0;
+  size.nodes = leaves + spines;
+  size.links = 2 * (servers * nics + leaves * spines);
+  return size;
+}
+
+void build_fabric(const nlohmann::json& fabric, BuildState& state) {
   DiagnosticSink& sink = state.sink;
-  const ObjectReader r(value, "/fabric", sink, "a fabric");
+  const ObjectReader r(fabric, "/fabric", sink, "a fabric");
   if (!r.ok()) return;
   r.check_keys({"kind", "name", "nics", "servers_per_leaf", "spines", "nic_link", "uplink",
                 "oversubscription"});

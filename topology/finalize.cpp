@@ -27,7 +27,7 @@ void finalize(Topology& topology) {
   const auto later = [](const auto& a, const auto& b) { return b.first < a.first; };
   for (std::uint32_t i = 0; i < cpus.size(); ++i) {
     best[cpus[i]] = Key{0, 0, i};
-    heap.push_back({best[cpus[i]], cpus[i]});
+    heap.emplace_back(best[cpus[i]], cpus[i]);
   }
   std::make_heap(heap.begin(), heap.end(), later);
   const Adjacency in(topology, Adjacency::Direction::in);
@@ -42,7 +42,7 @@ void finalize(Topology& topology) {
       const Key next{std::get<0>(key) + ps, std::get<1>(key) + 1, std::get<2>(key)};
       if (next < best[l.from]) {
         best[l.from] = next;
-        heap.push_back({next, l.from});
+        heap.emplace_back(next, l.from);
         std::push_heap(heap.begin(), heap.end(), later);
       }
     }

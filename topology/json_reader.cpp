@@ -93,7 +93,7 @@ std::string suggest(std::string_view found, std::span<const std::string> candida
   return suggest_in(found, candidates);
 }
 
-std::string read_text_file(const std::string& path) {
+std::string read_text_file(const std::string& path, const Expected& expected) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const auto status = fs::status(path, ec);
@@ -103,8 +103,8 @@ std::string read_text_file(const std::string& path) {
                      "current directory)");
   if (fs::is_directory(status))
     throw InputError(path, "",
-                     "is a directory; expected a JSON topology file such as "
-                     "configs/dgx-h100.json");
+                     fmt::format("is a directory; expected a JSON {} file such as {}",
+                                 expected.noun, expected.file));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "", "cannot be opened for reading; check its permissions");
   std::ostringstream buffer;
@@ -209,11 +209,11 @@ class Precheck : public json::json_sax_t {
 };
 }  // namespace
 
-std::optional<json> parse_document(std::string_view text, DiagnosticSink& sink) {
+std::optional<json> parse_document(std::string_view text, DiagnosticSink& sink,
+                                   const Expected& expected) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
-    sink.error("",
-               "is empty; expected a JSON object such as {\"name\": \"box\", \"nodes\": [...], "
-               "\"links\": [...]} (docs/topology-format.md)");
+    sink.error("", fmt::format("is empty; expected a JSON {} such as {}", expected.noun,
+                               expected.example));
     return std::nullopt;
   }
   if (text.find('\0') != std::string_view::npos) {
@@ -395,8 +395,8 @@ std::optional<double> ObjectReader::ratio(std::string_view key) const {
 void ObjectReader::check_keys(std::initializer_list<std::string_view> allowed) const {
   if (object_ == nullptr) return;
   std::vector<std::string_view> all(allowed);
-  all.push_back("comment");
-  all.push_back("sources");
+  all.emplace_back("comment");
+  all.emplace_back("sources");
   for (const auto& [key, value] : object_->items()) {
     if (key == "comment" || key == "sources") {
       bool fine = value.is_string();

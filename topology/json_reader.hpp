@@ -24,13 +24,25 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 std::string suggest(std::string_view found, std::span<const std::string_view> candidates);
 std::string suggest(std::string_view found, std::span<const std::string> candidates);
 
+// What a loader expects, for the messages about a file that is not that at all (empty, a
+// directory): a noun ("topology") and an example of the document and of a file.
+struct Expected {
+  std::string_view noun;     // "topology", "plan", "calibration"
+  std::string_view example;  // "{\"name\": \"box\", ...} (docs/topology-format.md)"
+  std::string_view file;     // "configs/dgx-h100.json"
+};
+inline constexpr Expected kTopologyDocument = {
+    "topology", R"({"name": "box", "nodes": [...], "links": [...]} (docs/topology-format.md))",
+    "configs/dgx-h100.json"};
+
 // Parses `text`, reporting syntax errors with line and column, duplicate keys with their JSON
 // pointer, and text that is not JSON at all (binary, empty). Returns nullopt after reporting.
-std::optional<json> parse_document(std::string_view text, DiagnosticSink& sink);
+std::optional<json> parse_document(std::string_view text, DiagnosticSink& sink,
+                                   const Expected& expected);
 
 // Reads the text of a file for parse_document; missing files, directories and unreadable files
 // become an InputError naming the path.
-std::string read_text_file(const std::string& path);
+std::string read_text_file(const std::string& path, const Expected& expected);
 
 // One JSON object being read. Fields are looked up by name; `finish()` then reports the keys
 // that were never asked for, with a did-you-mean over `allowed`.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <map>
@@ -12,6 +13,7 @@
 #include "topology/build_state.hpp"
 #include "topology/json_reader.hpp"
 #include "topology/name_pattern.hpp"
+#include "topology/units.hpp"
 
 namespace collsim::topo {
 namespace {
@@ -325,14 +327,89 @@ std::string stem_of(const std::string& file) {
   return stem.empty() ? "topology" : stem;
 }
 
+// A "count" as written, for the estimate below: 1 when absent or malformed (its error comes
+// later), at most kMaxCount.
+double count_of(const json& entry) {
+  if (!entry.is_object()) return 1;
+  const auto it = entry.find("count");
+  if (it == entry.end() || !it->is_number_integer() || it->get<std::int64_t>() < 1) return 1;
+  return static_cast<double>(std::min(it->get<std::int64_t>(), kMaxCount));
+}
+
+// The nodes and directed links a document expands to, counted from its counts alone, and the
+// "count" that contributes most memory, for the message.
+struct Planned {
+  ExpansionSize size;
+  std::string largest;
+  double largest_bytes = -1;
+  double bytes() const { return size.nodes * kBytesPerNode + size.links * kBytesPerLink; }
+};
+
+Planned plan_expansion(const json& doc) {
+  Planned p;
+  if (!doc.is_object()) return p;
+  const auto note = [&p](const std::string& where, double nodes, double links) {
+    p.size.nodes += nodes;
+    p.size.links += links;
+    const double bytes = nodes * kBytesPerNode + links * kBytesPerLink;
+    if (bytes > p.largest_bytes) {
+      p.largest_bytes = bytes;
+      p.largest = where;
+    }
+  };
+  const auto array = [](const json& object, const char* key) -> const json* {
+    const auto it = object.find(key);
+    return it != object.end() && it->is_array() ? &*it : nullptr;
+  };
+  const auto count_at = [](const char* section, std::size_t i) {
+    return json_io::pointer(json_io::pointer(section, i), "count");
+  };
+  // Links are counted duplex, two directed links each: an upper bound.
+  if (const json* nodes = array(doc, "nodes"))
+    for (std::size_t i = 0; i < nodes->size(); ++i)
+      note(count_at("/nodes", i), count_of((*nodes)[i]), 0);
+  if (const json* links = array(doc, "links"))
+    for (std::size_t i = 0; i < links->size(); ++i)
+      note(count_at("/links", i), 0, 2 * count_of((*links)[i]));
+  std::map<std::string, ExpansionSize> templates;
+  if (const auto it = doc.find("templates"); it != doc.end() && it->is_object())
+    for (const auto& [name, t] : it->items()) {
+      if (!t.is_object()) continue;
+      ExpansionSize& size = templates[name];
+      if (const json* nodes = array(t, "nodes"))
+        for (const json& n : *nodes) size.nodes += count_of(n);
+      if (const json* links = array(t, "links"))
+        for (const json& l : *links) size.links += 2 * count_of(l);
+    }
+  double servers = 0;
+  if (const json* list = array(doc, "servers"))
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const json& s = (*list)[i];
+      const double count = count_of(s);
+      servers += count;
+      ExpansionSize each;
+      if (const auto t = s.is_object() ? s.find("template") : s.end();
+          s.is_object() && t != s.end() && t->is_string())
+        if (const auto found = templates.find(t->get<std::string>()); found != templates.end())
+          each = found->second;
+      note(count_at("/servers", i), count * each.nodes, count * each.links);
+    }
+  if (const auto it = doc.find("fabric"); it != doc.end()) {
+    const ExpansionSize fabric = estimate_fabric(*it, servers);
+    note("/fabric", fabric.nodes, fabric.links);
+  }
+  return p;
+}
+
 class Loader {
  public:
-  Loader(const json& doc, const std::string& file)
-      : doc_(doc), file_(file), sink_(file), state_(sink_) {}
+  Loader(const json& doc, const std::string& file, const LoadOptions& options)
+      : doc_(doc), file_(file), options_(options), sink_(file), state_(sink_) {}
 
   Topology run() {
     const ObjectReader top(doc_, "", sink_, "a topology");
     if (!top.ok()) sink_.throw_if_any();
+    check_memory();
     top.check_keys({"name", "nodes", "links", "servers", "racks", "templates", "fabric"});
     const auto name = top.string("name");
     state_.topology.set_name(name.value_or(stem_of(file_)));
@@ -358,6 +435,22 @@ class Loader {
   }
 
  private:
+  // Before anything is expanded: a templated "count" of a few bytes can stand for gigabytes.
+  void check_memory() {
+    if (options_.max_memory == 0) return;
+    const Planned p = plan_expansion(doc_);
+    const auto limit = static_cast<double>(options_.max_memory);
+    if (p.bytes() <= limit) return;
+    sink_.error(p.largest,
+                fmt::format("the topology expands to about {:.3g} nodes and {:.3g} directed "
+                            "links, which need about {} ({} B per node, {} B per link), more "
+                            "than the memory limit of {} (--max-memory); lower \"count\", or "
+                            "raise --max-memory if the machine has the memory",
+                            p.size.nodes, p.size.links, format_size_estimate(p.bytes()),
+                            kBytesPerNode, kBytesPerLink, format_size_estimate(limit)));
+    sink_.throw_if_any();
+  }
+
   const json* array_at(const ObjectReader& top, std::string_view key, std::string_view what) {
     const json* v = top.get(key);
     if (v == nullptr) return nullptr;
@@ -600,6 +693,7 @@ class Loader {
 
   const json& doc_;
   std::string file_;
+  LoadOptions options_;
   DiagnosticSink sink_;
   BuildState state_;
   std::unordered_map<std::string, std::int32_t> rack_index_, server_index_;
@@ -636,13 +730,15 @@ void BuildState::add_link(NodeId from, NodeId to, LinkKind kind, double bandwidt
   if (duplex) topology.add_link(Link{to, from, kind, bandwidth, latency, index});
 }
 
-Topology build_topology(const nlohmann::json& document, const std::string& file) {
-  return Loader(document, file).run();
+Topology build_topology(const nlohmann::json& document, const std::string& file,
+                        const LoadOptions& options) {
+  return Loader(document, file, options).run();
 }
 
-Topology parse_topology(std::string_view text, const std::string& file) {
+Topology parse_topology(std::string_view text, const std::string& file,
+                        const LoadOptions& options) {
   DiagnosticSink sink(file);
-  auto doc = json_io::parse_document(text, sink);
+  auto doc = json_io::parse_document(text, sink, json_io::kTopologyDocument);
   if (!doc) sink.throw_if_any();
   // Duplicate keys leave a usable document: report them together with what the build finds.
   std::vector<Diagnostic> all;
@@ -652,7 +748,7 @@ Topology parse_topology(std::string_view text, const std::string& file) {
     all = e.diagnostics();
   }
   try {
-    Topology t = build_topology(*doc, file);
+    Topology t = build_topology(*doc, file, options);
     if (all.empty()) return t;
   } catch (const InputError& e) {
     all.insert(all.end(), e.diagnostics().begin(), e.diagnostics().end());
@@ -660,8 +756,8 @@ Topology parse_topology(std::string_view text, const std::string& file) {
   throw InputError(std::move(all));
 }
 
-Topology load_topology(const std::string& path) {
-  return parse_topology(json_io::read_text_file(path), path);
+Topology load_topology(const std::string& path, const LoadOptions& options) {
+  return parse_topology(json_io::read_text_file(path, json_io::kTopologyDocument), path, options);
 }
 
 }  // namespace collsim::topo

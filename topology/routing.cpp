@@ -21,6 +21,8 @@ namespace {
 struct Label {
   std::uint64_t ps = std::numeric_limits<std::uint64_t>::max();
   std::uint32_t hops = std::numeric_limits<std::uint32_t>::max();
+  // clang-tidy 14 flags the literal 0 a defaulted <=> compares its result with; no pointer here.
+  // NOLINTNEXTLINE(modernize-use-nullptr)
   auto operator<=>(const Label&) const = default;
   bool finite() const { return hops != std::numeric_limits<std::uint32_t>::max(); }
 };

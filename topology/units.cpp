@@ -179,13 +179,13 @@ std::string trimmed_number(double v) {
 }
 }  // namespace
 
-std::string format_bandwidth(double bps) {
-  if (std::isinf(bps)) return "unlimited";
-  if (bps >= 1e12) return trimmed_number(bps / 1e12) + " TB/s";
-  if (bps >= 1e9) return trimmed_number(bps / 1e9) + " GB/s";
-  if (bps >= 1e6) return trimmed_number(bps / 1e6) + " MB/s";
-  if (bps >= 1e3) return trimmed_number(bps / 1e3) + " KB/s";
-  return trimmed_number(bps) + " B/s";
+std::string format_bandwidth(double bytes_per_second) {
+  if (std::isinf(bytes_per_second)) return "unlimited";
+  if (bytes_per_second >= 1e12) return trimmed_number(bytes_per_second / 1e12) + " TB/s";
+  if (bytes_per_second >= 1e9) return trimmed_number(bytes_per_second / 1e9) + " GB/s";
+  if (bytes_per_second >= 1e6) return trimmed_number(bytes_per_second / 1e6) + " MB/s";
+  if (bytes_per_second >= 1e3) return trimmed_number(bytes_per_second / 1e3) + " KB/s";
+  return trimmed_number(bytes_per_second) + " B/s";
 }
 
 std::string format_duration(double s) {
@@ -208,6 +208,15 @@ std::string format_size(Bytes b) {
   for (const auto& u : kBinary)
     if (b >= u.factor && b % u.factor == 0) return fmt::format("{} {}", b / u.factor, u.name);
   return fmt::format("{} B", b);
+}
+
+std::string format_size_estimate(double bytes) {
+  constexpr double kKiB = 1024, kMiB = kKiB * 1024, kGiB = kMiB * 1024, kTiB = kGiB * 1024;
+  if (bytes >= 1024 * kTiB) return fmt::format("{:.3g} TiB", bytes / kTiB);
+  if (bytes >= kTiB) return fmt::format("{:.1f} TiB", bytes / kTiB);
+  if (bytes >= kGiB) return fmt::format("{:.1f} GiB", bytes / kGiB);
+  if (bytes >= kMiB) return fmt::format("{:.1f} MiB", bytes / kMiB);
+  return fmt::format("{:.1f} KiB", bytes / kKiB);
 }
 
 }  // namespace collsim

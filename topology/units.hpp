@@ -45,5 +45,8 @@ Bytes parse_size(std::string_view text);
 std::string format_bandwidth(double bytes_per_second);
 std::string format_duration(double seconds);
 std::string format_size(Bytes bytes);
+// An estimate of a size, rounded ("53.9 GiB"): printed to the byte it would claim a precision it
+// does not have.
+std::string format_size_estimate(double bytes);
 
 }  // namespace collsim

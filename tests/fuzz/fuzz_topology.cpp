@@ -10,7 +10,11 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
-    const collsim::topo::Topology t = collsim::topo::parse_topology(text, "fuzz.json");
+    // A "count" of a few bytes may stand for millions of nodes: the loader refuses what it
+    // estimates above 1 GiB, well inside run.sh's -rss_limit_mb=2048, as --max-memory would.
+    collsim::topo::LoadOptions options;
+    options.max_memory = std::uint64_t{1} << 30;
+    const collsim::topo::Topology t = collsim::topo::parse_topology(text, "fuzz.json", options);
     (void)t;
   } catch (const collsim::InputError&) {
   }

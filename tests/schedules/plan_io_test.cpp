@@ -143,7 +143,7 @@ TEST_CASE("MSCCL import errors name the line", "[msccl]") {
   const auto e3 = error(
       "<algo coll=\"allreduce\" ngpus=\"1\" nchunksperloop=\"1\">\n"
       "<gpu id=\"0\"><tb id=\"0\">\n<step s=\"0\" type=\"zz\" srcbuf=\"i\" "
-      "srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\"/>\n</tb></gpu></algo>");
+      "srcoff=\"0\" dstbuf=\"o\" dstoff=\"0\" cnt=\"1\"/>\n</tb></gpu></algo>");
   INFO(e3);
   CHECK(e3.find("line 3") != std::string::npos);
   CHECK(e3.find("unknown step type") != std::string::npos);
@@ -159,15 +159,15 @@ TEST_CASE("MSCCL dependencies between threadblocks become plan dependencies", "[
     xml += "<tb id=\"0\" send=\"" + peer +
            "\" recv=\"-1\"><step s=\"0\" type=\"s\" srcbuf=\"i\" "
            "srcoff=\"0\" dstbuf=\"o\" dstoff=\"" +
-           me + "\"/></tb>\n";
+           me + "\" cnt=\"1\"/></tb>\n";
     xml += "<tb id=\"1\" send=\"-1\" recv=\"" + peer +
            "\"><step s=\"0\" type=\"r\" srcbuf=\"i\" "
            "srcoff=\"0\" dstbuf=\"o\" dstoff=\"" +
-           peer + "\"/></tb>\n";
+           peer + "\" cnt=\"1\"/></tb>\n";
     xml +=
         "<tb id=\"2\" send=\"-1\" recv=\"-1\"><step s=\"0\" type=\"cpy\" srcbuf=\"i\" "
         "srcoff=\"0\" dstbuf=\"o\" dstoff=\"" +
-        me + "\" depid=\"1\" deps=\"0\"/></tb>\n";
+        me + "\" cnt=\"1\" depid=\"1\" deps=\"0\"/></tb>\n";
     xml += "</gpu>\n";
   }
   xml += "</algo>\n";
@@ -183,7 +183,7 @@ TEST_CASE("MSCCL dependencies between threadblocks become plan dependencies", "[
   const std::string bad =
       "<algo coll=\"allgather\" ngpus=\"1\" nchunksperloop=\"1\">\n<gpu id=\"0\">"
       "<tb id=\"0\">\n<step s=\"0\" type=\"cpy\" srcbuf=\"i\" srcoff=\"0\" "
-      "dstbuf=\"o\" dstoff=\"0\" depid=\"4\" deps=\"0\"/>\n</tb></gpu></algo>";
+      "dstbuf=\"o\" dstoff=\"0\" cnt=\"1\" depid=\"4\" deps=\"0\"/>\n</tb></gpu></algo>";
   try {
     parse_msccl(bad, "bad.xml", 64);
     FAIL("no error");

@@ -247,3 +247,25 @@ TEST_CASE("name patterns") {
   CHECK_FALSE(NamePattern::parse("x}", p, error));
   CHECK_FALSE(NamePattern::parse("{i+1%2}", p, error));
 }
+
+TEST_CASE("a document whose expansion is estimated above max_memory is refused before expanding") {
+  // 16 million servers of a two-GPU template in a few hundred bytes: some 16 GiB expanded.
+  const std::string templated = R"({"templates": {"box": {"nodes": [{"name": "g{i}", "count": 2,
+      "kind": "gpu"}], "links": [{"from": "g0", "to": "g1", "kind": "nvlink"}]}},
+      "servers": [{"name": "s{i}", "count": 16000000, "template": "box"}]})";
+  LoadOptions options;
+  options.max_memory = std::uint64_t{1} << 30;
+  CHECK(has_error(errors_of(templated, options), "/servers/0/count",
+                  {"3.2e+07 nodes", "3.2e+07 directed links", "limit of 1.0 GiB"}));
+  // The estimate bounds the shipped 1024-GPU cluster (templates and a fabric) from above, and
+  // by no more than a factor of 4.
+  const std::string cluster = test::config_path("cluster-1024.json");
+  const Topology t = load_topology(cluster);
+  const std::uint64_t actual = t.num_nodes() * kBytesPerNode + t.num_links() * kBytesPerLink;
+  options.max_memory = actual - 1;
+  CHECK_THROWS_WITH(load_topology(cluster, options), Catch::Contains("more than the memory limit"));
+  options.max_memory = 4 * actual;
+  CHECK_NOTHROW(load_topology(cluster, options));
+  options.max_memory = 0;  // no limit
+  CHECK_NOTHROW(load_topology(cluster, options));
+}

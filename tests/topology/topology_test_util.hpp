@@ -15,9 +15,10 @@ inline std::string config_path(std::string_view name) {
 }
 
 // The diagnostics of a document that must be refused; fails the test if it loads.
-inline std::vector<Diagnostic> errors_of(std::string_view text) {
+inline std::vector<Diagnostic> errors_of(std::string_view text,
+                                         const topo::LoadOptions& options = {}) {
   try {
-    (void)topo::parse_topology(text, "t.json");
+    (void)topo::parse_topology(text, "t.json", options);
   } catch (const InputError& e) {
     return e.diagnostics();
   }
