@@ -112,13 +112,8 @@ Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std:
               : ops_per_rank_chunk(collective, algorithm, p, static_cast<double>(servers), staged) *
                         p * k +
                     p;
-  if (algorithm == sched::Algorithm::direct && p > 1) {
-    const double concurrent = p * (p - 1);
-    e.stale_events = 2 * concurrent * k * concurrent;
-  }
-  e.events = kEventsPerOp * e.ops + e.stale_events;
-  e.bytes = static_cast<double>(kBytesPerOp) * e.ops +
-            static_cast<double>(kBytesPerQueuedEvent) * e.stale_events;
+  e.events = kEventsPerOp * e.ops;
+  e.bytes = static_cast<double>(kBytesPerOp) * e.ops;
   return e;
 }
 
@@ -188,15 +183,10 @@ void check_memory(const Estimate& e, unsigned concurrent, std::uint64_t limit,
       concurrent > 1 ? fmt::format(" on each of {} threads", concurrent) : std::string();
   throw InputError(
       "", "--max-memory",
-      fmt::format("{} needs about {}{} (an estimated {:.3g} ops at {} B each, {:.3g} events{}), "
+      fmt::format("{} needs about {}{} (an estimated {:.3g} ops at {} B each, {:.3g} events), "
                   "more than the limit of {}; use fewer chunks or ranks{}, or raise "
                   "--max-memory if the machine has the memory",
                   what, format_size_estimate(e.bytes), threads, e.ops, kBytesPerOp, e.events,
-                  e.stale_events > 0
-                      ? fmt::format(", {:.3g} of them superseded completion events queued at {} "
-                                    "B each",
-                                    e.stale_events, kBytesPerQueuedEvent)
-                      : std::string(),
                   format_size_estimate(static_cast<double>(limit)),
                   concurrent > 1 ? " or fewer --jobs" : ""));
 }

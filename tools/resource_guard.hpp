@@ -36,18 +36,10 @@ namespace collsim::cli {
 
 inline constexpr std::uint64_t kBytesPerOp = 96;
 inline constexpr double kEventsPerOp = 1.5;
-// A queued event (sim/event_queue.hpp).
-inline constexpr std::uint64_t kBytesPerQueuedEvent = 16;
 
 struct Estimate {
   double ops = 0;  // double: p^2 k for 100 000 ranks overflows nothing and is compared, not used
   double events = 0;
-  // Direct schedules only: completion events superseded by a rate change, which the engine
-  // leaves queued until their time. p(p-1) flows run at once and share every GPU's ports, so
-  // each start and end of a transfer reschedules up to all of them: at most
-  // 2 x transfers x p(p-1) = 2 p^2 (p-1)^2 k, counted in `events` and at kBytesPerQueuedEvent
-  // each in `bytes`. An upper bound; it is what makes direct on hundreds of GPUs refused.
-  double stale_events = 0;
   double bytes = 0;
 };
 

@@ -60,8 +60,7 @@ TEST_CASE("the op estimate bounds generated plans from above, within a factor of
                                    << ops << " ops, estimate " << e.ops);
           CHECK(e.ops >= ops);
           CHECK(e.ops <= 4 * ops + 8 * p + 16);
-          CHECK(e.bytes == e.ops * kBytesPerOp + e.stale_events * kBytesPerQueuedEvent);
-          CHECK((e.stale_events > 0) == (a == sched::Algorithm::direct && p > 1));
+          CHECK(e.bytes == e.ops * kBytesPerOp);
           ++checked;
         }
     }
@@ -91,30 +90,6 @@ TEST_CASE("a request too large for --max-memory is refused with the estimate and
   CHECK_NOTHROW(check_memory(small, 1, std::uint64_t{1} << 30, "small"));
   // Threads multiply: each holds one plan.
   CHECK_THROWS_AS(check_memory(small, 1000000, std::uint64_t{1} << 30, "small"), InputError);
-}
-
-TEST_CASE(
-    "direct schedules count the completion events superseded while p(p-1) flows share "
-    "the fabric",
-    "[reliability][resources]") {
-  using sched::Algorithm;
-  using sched::Collective;
-  // 8 GPUs of one box: a few megabytes either way.
-  const Estimate box = estimate(Collective::allreduce, Algorithm::direct, 8, 8, 1, false);
-  CHECK(box.stale_events == 2.0 * 56 * 56 * 8);
-  CHECK_NOTHROW(check_memory(box, 1, std::uint64_t{1} << 30, "direct allreduce on 8 ranks"));
-  // 128 GPUs of cluster-1024 at k = 8: the ops alone are 37 MiB, the queued events about 63 GiB.
-  const Estimate big = estimate(Collective::allreduce, Algorithm::direct, 128, 8, 16, false);
-  CHECK(big.ops * kBytesPerOp < 64.0 * (1 << 20));
-  CHECK(big.bytes > 60.0 * (std::uint64_t{1} << 30));
-  try {
-    check_memory(big, 1, std::uint64_t{16} << 30, "direct allreduce on 128 ranks, k = 8");
-    FAIL("not refused");
-  } catch (const InputError& e) {
-    CHECK(std::string(e.what()).find("superseded completion events") != std::string::npos);
-  }
-  // Ring on the same ranks has no such term.
-  CHECK(estimate(Collective::allreduce, Algorithm::ring, 128, 8, 16, false).stale_events == 0);
 }
 
 TEST_CASE("max-memory takes a size or a share of physical memory", "[reliability][resources]") {
