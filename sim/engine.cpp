@@ -459,6 +459,7 @@ FlowId Engine::new_flow(Owner owner, std::uint32_t index, double bytes) {
     flow_index_.resize(f + 1);
     flow_bytes_.resize(f + 1);
     flow_start_.resize(f + 1);
+    flow_queued_.resize(f + 1, 0);
   }
   flow_start_[f] = now_;
   flow_owner_[f] = owner;
@@ -470,7 +471,6 @@ FlowId Engine::new_flow(Owner owner, std::uint32_t index, double bytes) {
 
 void Engine::schedule_rescheduled() {
   for (FlowId f : flows_.rescheduled()) {
-    if (f >= flow_queued_.size()) flow_queued_.resize(f + 1, 0);
     stale_events_ += flow_queued_[f];  // its queued completion, if any, is now superseded
     const double t = flows_.finish_time(f);
     flow_queued_[f] = t < kUnlimited;
