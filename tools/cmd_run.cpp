@@ -138,13 +138,6 @@ std::string plural(std::size_t n, const char* word) {
   return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
 }
 
-std::size_t count_servers(const topo::Topology& t, const std::vector<topo::NodeId>& ranks) {
-  std::set<std::int32_t> servers;
-  for (topo::NodeId g : ranks)
-    if (t.node(g).server != topo::kNone) servers.insert(t.node(g).server);
-  return servers.size();
-}
-
 // The configuration as it was used, so that a result can be reproduced from its own output.
 std::vector<std::string> echo_lines(const std::string& command, const RunOptions& o,
                                     const topo::Topology& t, const std::vector<topo::NodeId>& ranks,

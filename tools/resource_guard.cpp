@@ -90,10 +90,20 @@ double ops_per_rank_chunk(sched::Collective collective, sched::Algorithm algorit
   return 9 * p;
 }
 
-bool staged_transfers(const topo::Topology& topology, std::span<const topo::NodeId> ranks) {
+static std::set<std::int32_t> servers_of(const topo::Topology& topology,
+                                         std::span<const topo::NodeId> ranks) {
   std::set<std::int32_t> servers;
   for (topo::NodeId g : ranks)
     if (topology.node(g).server != topo::kNone) servers.insert(topology.node(g).server);
+  return servers;
+}
+
+std::size_t count_servers(const topo::Topology& topology, std::span<const topo::NodeId> ranks) {
+  return servers_of(topology, ranks).size();
+}
+
+bool staged_transfers(const topo::Topology& topology, std::span<const topo::NodeId> ranks) {
+  const std::set<std::int32_t> servers = servers_of(topology, ranks);
   for (std::int32_t s : servers) {
     const topo::Server& server = topology.servers()[static_cast<std::size_t>(s)];
     if (!server.p2p || (servers.size() > 1 && !server.gpudirect_rdma)) return true;

@@ -50,6 +50,8 @@ double ops_per_rank_chunk(sched::Collective collective, sched::Algorithm algorit
 // `staged` unknown: true gives the safe (larger) estimate.
 Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std::uint64_t ranks,
                   std::uint64_t chunks, std::uint64_t servers, bool staged = true);
+// The distinct servers the ranks sit on (GPUs outside any server are not counted).
+std::size_t count_servers(const topo::Topology& topology, std::span<const topo::NodeId> ranks);
 // Whether some transfer between the GPUs of `ranks` is staged through host memory.
 bool staged_transfers(const topo::Topology& topology, std::span<const topo::NodeId> ranks);
 

@@ -10,7 +10,6 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <span>
 #include <thread>
 
@@ -35,27 +34,23 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   const sched::PlanRequest request = make_request(context, point, algorithm, chunks);
   if (context.max_memory != 0) {
     const topo::Topology& topology = context.router->topology();
-    std::vector<std::int32_t> servers;
-    for (topo::NodeId g : request.ranks) servers.push_back(topology.node(g).server);
-    std::sort(servers.begin(), servers.end());
-    const auto distinct =
-        static_cast<std::uint64_t>(std::unique(servers.begin(), servers.end()) - servers.begin());
-    check_memory(estimate(point.collective, algorithm, request.ranks.size(), chunks, distinct,
-                          staged_transfers(topology, request.ranks)),
-                 context.concurrent, context.max_memory,
-                 fmt::format("{} {} on {} ranks with k = {}", sched::to_string(algorithm),
-                             sched::to_string(point.collective), request.ranks.size(), chunks));
+    check_memory(
+        estimate(point.collective, algorithm, request.ranks.size(), chunks,
+                 count_servers(topology, request.ranks), staged_transfers(topology, request.ranks)),
+        context.concurrent, context.max_memory,
+        fmt::format("{} {} on {} ranks with k = {}", sched::to_string(algorithm),
+                    sched::to_string(point.collective), request.ranks.size(), chunks));
   }
   const sched::Plan plan = sched::generate(*context.router, request);
   sim::Options options;
   options.cancel = context.cancel;
   const sim::Result result = sim::simulate(*context.router, plan, options);
   if (result.stop == sim::StopReason::cancelled)
-    throw Interrupted(fmt::format("interrupted (Ctrl-C) after {} events, at simulated time {}, of "
-                                  "{} {} k={}",
-                                  result.events, format_duration(result.time),
-                                  sched::to_string(algorithm), sched::to_string(point.collective),
-                                  chunks));
+    throw Interrupted(
+        fmt::format("interrupted (Ctrl-C) after {} events, at simulated time {}, of "
+                    "{} {} k={}",
+                    result.events, format_duration(result.time), sched::to_string(algorithm),
+                    sched::to_string(point.collective), chunks));
   if (result.stop != sim::StopReason::finished)
     throw InternalError(fmt::format("simulation of {} k={} stopped early ({}) without a limit set",
                                     sched::to_string(algorithm), chunks,
@@ -277,9 +272,7 @@ std::vector<int> deal_points(const Context& context, const std::vector<Point>& p
     auto [it, added] = shapes.try_emplace(n);
     if (added) {
       const std::span<const topo::NodeId> ranks(context.ranks.data(), n);
-      std::set<std::int32_t> servers;
-      for (topo::NodeId g : ranks) servers.insert(topology.node(g).server);
-      it->second = Shape{servers.size(), staged_transfers(topology, ranks)};
+      it->second = Shape{count_servers(topology, ranks), staged_transfers(topology, ranks)};
     }
     std::vector<sched::Algorithm> algorithms;
     if (p.algo)
