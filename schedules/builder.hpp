@@ -3,6 +3,7 @@
 // staging regions, and point-to-point moves whose transport follows the topology (peer-to-peer,
 // GPUDirect RDMA, or staging through host memory with explicit copy ops).
 #include <array>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -40,6 +41,18 @@ class Builder {
   Plan& plan() { return plan_; }
   std::size_t element() const { return element_; }
 
+  // Streaming (sim::simulate_streaming): the engine runs the ops built so far each time a
+  // generator ends a batch, and may drop the ones it has finished from the plan. A generator
+  // may end a batch only where every op of the next batch waits, through a dependency or its
+  // stream, on an op of this batch or the next (so that nothing of it could have started while
+  // this batch was the newest), and never between a send and its recv. Without a hook,
+  // end_batch() does nothing and the plan is built whole.
+  void on_batch(std::function<void()> hook) { batch_hook_ = std::move(hook); }
+  bool streaming() const { return static_cast<bool>(batch_hook_); }
+  void end_batch() {
+    if (batch_hook_) batch_hook_();
+  }
+
   // A scratch region of `bytes` never used before on `rank`: reusing none removes every
   // write-after-read hazard between pipelined chunks at the price of scratch memory.
   Region fresh_scratch(RankId rank, Bytes bytes);
@@ -73,6 +86,7 @@ class Builder {
   std::size_t element_;
   std::vector<Bytes> scratch_used_;
   std::vector<Bytes> host_used_;
+  std::function<void()> batch_hook_;
 };
 
 }  // namespace collsim::sched

@@ -164,9 +164,26 @@ std::string why_not(const PlanRequest& req, RankId p) {
   return {};
 }
 
+bool streams(const PlanRequest& req, RankId p) {
+  const bool ring_family =
+      req.algorithm == Algorithm::ring &&
+      (req.collective == Collective::allreduce || req.collective == Collective::reduce_scatter ||
+       req.collective == Collective::allgather);
+  // An empty piece generates no ops, so the next step's op for it would wait on nothing of the
+  // step before: batches are exact only when every piece holds an element.
+  return ring_family && p > 1 && req.size / dtype_size(req.dtype) >= std::uint64_t{p} * req.chunks;
+}
+
 Plan generate(const topo::Router& router, const PlanRequest& req) {
-  const topo::Topology& t = router.topology();
   Plan plan;
+  generate(router, req, plan, {});
+  return plan;
+}
+
+void generate(const topo::Router& router, const PlanRequest& req, Plan& plan,
+              std::function<void()> batch) {
+  if (plan.num_ops() != 0) throw InternalError("generate into a plan that has ops");
+  const topo::Topology& t = router.topology();
   plan.collective = req.collective;
   plan.algorithm = std::string(to_string(req.algorithm));
   plan.dtype = req.dtype;
@@ -198,9 +215,11 @@ Plan generate(const topo::Router& router, const PlanRequest& req) {
   job.element = dtype_size(req.dtype);
   job.pipelined = req.algorithm != Algorithm::naive;
   Builder b(router, plan, job.element);
+  if (batch && streams(req, p)) b.on_batch(batch);
   if (p == 1) {
     detail::local_copy(b, job);
-    return plan;
+    if (batch) batch();
+    return;
   }
   switch (req.algorithm) {
     case Algorithm::ring:
@@ -246,7 +265,7 @@ Plan generate(const topo::Router& router, const PlanRequest& req) {
       break;
     }
   }
-  return plan;
+  if (batch) batch();
 }
 
 }  // namespace collsim::sched

@@ -1,6 +1,7 @@
 #pragma once
 // Entry point of the schedule generators: one plan for an (algorithm, collective) pair on a
 // topology, split into k pipelined chunks (docs/algorithms.md).
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -45,5 +46,14 @@ std::string why_not(const PlanRequest& req, RankId p);
 // Throws InputError when the algorithm does not fit the collective, the rank count or the size.
 // A request that does not fit is refused, never replaced by another algorithm.
 Plan generate(const topo::Router& router, const PlanRequest& request);
+
+// The same plan, built into `plan` (which must be empty) in batches: `batch()` runs after each
+// batch and once at the end, and may drop finished ops from the plan (sim::simulate_streaming).
+// Ring allreduce, reduce_scatter and allgather come in one batch per ring step when every piece
+// holds at least one element; every other request comes in one batch.
+void generate(const topo::Router& router, const PlanRequest& request, Plan& plan,
+              std::function<void()> batch);
+// Whether generate(..., batch) hands `request` over in more than one batch.
+bool streams(const PlanRequest& request, RankId p);
 
 }  // namespace collsim::sched

@@ -119,8 +119,8 @@ void Plan::reserve(std::size_t ops, std::size_t deps, std::size_t reduces) {
 }
 
 OpId Plan::add(const Op& op, std::span<const OpId> deps) {
-  if (kind_.size() >= kNoOp) throw InternalError("plan has more than 2^32-1 ops");
-  const auto id = static_cast<OpId>(kind_.size());
+  if (num_ops() >= kNoOp) throw InternalError("plan has more than 2^32-1 ops");
+  const auto id = static_cast<OpId>(num_ops());
   std::uint64_t a = 0, b = 0;
   switch (op.kind) {
     case OpKind::send:
@@ -133,7 +133,7 @@ OpId Plan::add(const Op& op, std::span<const OpId> deps) {
       break;
     case OpKind::reduce:
       a = pack(op.dst);
-      b = reduce_.size();
+      b = reduce_base_ + reduce_.size();
       reduce_.push_back({pack(op.src), pack(op.src2)});
       break;
     case OpKind::copy:
@@ -165,13 +165,13 @@ OpId Plan::add(const Op& op, std::span<const OpId> deps) {
   } else if (count == 1 && first < kManyDeps) {
     dep_.push_back(first);
   } else {
-    const std::size_t g = dep_begin_.size() - 1;
-    if (g >= kManyDeps || deps_.size() + count > kNoOp)
+    const std::size_t g = group_base_ + dep_begin_.size() - 1;
+    if (g >= kManyDeps || deps_base_ + deps_.size() + count > kNoOp)
       throw InternalError("plan has more than 2^31 ops with several dependencies");
     dep_.push_back(kManyDeps | static_cast<std::uint32_t>(g));
     for (OpId d : deps)
       if (d != kNoOp) deps_.push_back(d);
-    dep_begin_.push_back(static_cast<std::uint32_t>(deps_.size()));
+    dep_begin_.push_back(static_cast<std::uint32_t>(deps_base_ + deps_.size()));
   }
   num_deps_ += count;
   return id;
@@ -180,8 +180,44 @@ OpId Plan::add(const Op& op, std::span<const OpId> deps) {
 void Plan::match(OpId send, OpId recv) {
   // Only transfers carry a partner (the low half of their b word); a non-transfer end keeps no
   // record of the pairing, so the engine reports the transfer end as unmatched.
-  if (transfer(send)) b_[send] = (b_[send] & ~std::uint64_t{0xffffffff}) | recv;
-  if (transfer(recv)) b_[recv] = (b_[recv] & ~std::uint64_t{0xffffffff}) | send;
+  if (transfer(send)) b_[send - base_] = (b_[send - base_] & ~std::uint64_t{0xffffffff}) | recv;
+  if (transfer(recv)) b_[recv - base_] = (b_[recv - base_] & ~std::uint64_t{0xffffffff}) | send;
+}
+
+void Plan::drop_before(OpId id) {
+  if (id <= base_) return;
+  if (id > num_ops()) throw InternalError("Plan::drop_before past the last op");
+  const std::size_t cut = id - base_;
+  std::uint64_t reduces = 0;
+  std::uint32_t groups = 0;
+  for (std::size_t i = 0; i < cut; ++i) {
+    reduces += kind_[i] == OpKind::reduce;
+    groups += dep_[i] != kNoOp && (dep_[i] & kManyDeps) != 0;
+  }
+  const auto erase_front = [](auto& v, std::size_t n) {
+    v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n));
+  };
+  erase_front(kind_, cut);
+  erase_front(rank_, cut);
+  erase_front(stream_, cut);
+  erase_front(bytes_, cut);
+  erase_front(a_, cut);
+  erase_front(b_, cut);
+  erase_front(dep_, cut);
+  erase_front(reduce_, reduces);
+  reduce_base_ += reduces;
+  // dep_begin_ holds one entry per group plus the end of the last: the kept groups' edges start
+  // at the entry of the first kept group.
+  erase_front(dep_begin_, groups);
+  group_base_ += groups;
+  const std::uint32_t first_edge = dep_begin_.front();
+  erase_front(deps_, first_edge - deps_base_);
+  deps_base_ = first_edge;
+  const auto kept =
+      std::lower_bound(wide_.begin(), wide_.end(), id,
+                       [](const std::pair<OpId, Bytes>& w, OpId v) { return w.first < v; });
+  wide_.erase(wide_.begin(), kept);
+  base_ = id;
 }
 
 Bytes Plan::wide_bytes(OpId id) const {
@@ -192,32 +228,33 @@ Bytes Plan::wide_bytes(OpId id) const {
 }
 
 Region Plan::src(OpId id) const {
-  switch (kind_[id]) {
+  switch (kind(id)) {
     case OpKind::send:
-      return unpack(a_[id]);
+      return unpack(a_[id - base_]);
     case OpKind::copy:
-      return unpack(b_[id]);
+      return unpack(b_[id - base_]);
     case OpKind::reduce:
-      return unpack(reduce_[b_[id]][0]);
+      return unpack(reduce_operands(id)[0]);
     default:
       return Region{};
   }
 }
 
 Region Plan::src2(OpId id) const {
-  return kind_[id] == OpKind::reduce ? unpack(reduce_[b_[id]][1]) : Region{};
+  return kind(id) == OpKind::reduce ? unpack(reduce_operands(id)[1]) : Region{};
 }
 
 Region Plan::dst(OpId id) const {
-  const OpKind k = kind_[id];
-  return k == OpKind::recv || k == OpKind::reduce || k == OpKind::copy ? unpack(a_[id]) : Region{};
+  const OpKind k = kind(id);
+  return k == OpKind::recv || k == OpKind::reduce || k == OpKind::copy ? unpack(a_[id - base_])
+                                                                       : Region{};
 }
 
 Op Plan::op(OpId id) const {
   Op o;
-  o.kind = kind_[id];
-  o.rank = rank_[id];
-  o.stream = stream_[id];
+  o.kind = kind(id);
+  o.rank = rank(id);
+  o.stream = stream(id);
   o.bytes = bytes(id);
   o.src = src(id);
   o.src2 = src2(id);

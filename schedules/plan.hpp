@@ -18,6 +18,10 @@
 // Storage is a struct of arrays with 32-bit ids and dependencies in CSR form, each op keeping only
 // the fields its kind uses: 31 bytes per op, 16 more per reduce, and 4 more per dependency edge
 // of ops with two or more (docs/performance.md).
+//
+// A plan that is simulated while it is generated (sim::simulate_streaming) forgets the ops the
+// engine has finished with: drop_before(id) frees every op below `id`, whose ids stay taken, so
+// that the plan holds a window [first_op(), num_ops()) of ops instead of all of them.
 #include <array>
 #include <bit>
 #include <cstdint>
@@ -107,35 +111,41 @@ class Plan {
   // Room for `ops` ops (`reduces` of them reductions) and `deps` dependency edges.
   void reserve(std::size_t ops, std::size_t deps, std::size_t reduces = 0);
 
-  std::size_t num_ops() const { return kind_.size(); }
+  // One past the last op id. Every id in [first_op(), num_ops()) can be read.
+  std::size_t num_ops() const { return base_ + kind_.size(); }
   std::size_t num_deps() const { return num_deps_; }
+  OpId first_op() const { return base_; }  // 0 unless drop_before was called
+  // Frees the ops below `id` (their ids stay taken). Ops kept may still name dropped ones as
+  // dependencies or partners; reading a dropped op is an error of the caller.
+  void drop_before(OpId id);
   Op op(OpId id) const;
-  OpKind kind(OpId id) const { return kind_[id]; }
-  RankId rank(OpId id) const { return rank_[id]; }
-  StreamId stream(OpId id) const { return stream_[id]; }
+  OpKind kind(OpId id) const { return kind_[id - base_]; }
+  RankId rank(OpId id) const { return rank_[id - base_]; }
+  StreamId stream(OpId id) const { return stream_[id - base_]; }
   Bytes bytes(OpId id) const {
-    const std::uint32_t b = bytes_[id];
+    const std::uint32_t b = bytes_[id - base_];
     return b != kWideBytes ? b : wide_bytes(id);
   }
   RankId peer(OpId id) const {  // send: destination rank; recv: source rank; else kNoRank
-    return transfer(id) ? static_cast<RankId>(b_[id] >> 32) : kNoRank;
+    return transfer(id) ? static_cast<RankId>(b_[id - base_] >> 32) : kNoRank;
   }
   OpId partner(OpId id) const {  // matched send/recv, or kNoOp
-    return transfer(id) ? static_cast<OpId>(b_[id]) : kNoOp;
+    return transfer(id) ? static_cast<OpId>(b_[id - base_]) : kNoOp;
   }
   double seconds(OpId id) const {  // compute and delay; 0 otherwise
-    const OpKind k = kind_[id];
-    return k == OpKind::compute || k == OpKind::delay ? std::bit_cast<double>(a_[id]) : 0.0;
+    const OpKind k = kind(id);
+    return k == OpKind::compute || k == OpKind::delay ? std::bit_cast<double>(a_[id - base_]) : 0.0;
   }
   Region src(OpId id) const;
   Region src2(OpId id) const;
   Region dst(OpId id) const;
   std::span<const OpId> deps(OpId id) const {
-    const std::uint32_t v = dep_[id];
+    const std::uint32_t& v = dep_[id - base_];
     if (v == kNoOp) return {};
-    if (!(v & kManyDeps)) return {&dep_[id], 1};
-    const std::uint32_t g = v & ~kManyDeps;
-    return {deps_.data() + dep_begin_[g], deps_.data() + dep_begin_[g + 1]};
+    if (!(v & kManyDeps)) return {&v, 1};
+    const std::size_t g = (v & ~kManyDeps) - group_base_;
+    return {deps_.data() + (dep_begin_[g] - deps_base_),
+            deps_.data() + (dep_begin_[g + 1] - deps_base_)};
   }
   // Streams used by each rank: 1 + the largest stream id seen for that rank.
   StreamId num_streams(RankId rank) const;
@@ -143,8 +153,14 @@ class Plan {
  private:
   static std::uint64_t pack(Region r);
   static Region unpack(std::uint64_t v);
-  bool transfer(OpId id) const { return kind_[id] == OpKind::send || kind_[id] == OpKind::recv; }
+  bool transfer(OpId id) const {
+    const OpKind k = kind(id);
+    return k == OpKind::send || k == OpKind::recv;
+  }
   Bytes wide_bytes(OpId id) const;
+  const std::array<std::uint64_t, 2>& reduce_operands(OpId id) const {
+    return reduce_[b_[id - base_] - reduce_base_];
+  }
 
   // Byte counts of 2^32 - 1 and more are rare (a few ops of a huge buffer on few ranks): they
   // sit in a side table so that every other op stores 4 bytes instead of 8.
@@ -173,6 +189,13 @@ class Plan {
   std::vector<std::uint32_t> dep_begin_{0};  // by group
   std::vector<OpId> deps_;
   std::size_t num_deps_ = 0;
+  // What drop_before freed: the first op, reduce, dependency group and dependency edge kept.
+  // Ids, reduce indices (in b_), group numbers (in dep_) and edge offsets (in dep_begin_) stay
+  // absolute, so nothing kept is rewritten.
+  OpId base_ = 0;
+  std::uint64_t reduce_base_ = 0;
+  std::uint32_t group_base_ = 0;
+  std::uint32_t deps_base_ = 0;
 };
 
 }  // namespace collsim::sched

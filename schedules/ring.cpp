@@ -58,6 +58,8 @@ std::vector<std::vector<Holding>> ring_reduce_scatter(Builder& b, const Job& job
       }
     }
     hold = std::move(next);
+    // Every op of the next step waits for this step's reduction of its chunk.
+    b.end_batch();
   }
   return hold;
 }
@@ -86,12 +88,15 @@ void ring_allgather_phase(Builder& b, const Job& job, RankId lead,
       }
     }
     hold = std::move(next);
+    // Every op of the next step waits for this step's arrival of its chunk.
+    b.end_batch();
   }
 }
 
 // Room for `steps` steps of p transfers per chunk (two ops and about one dependency each) and
 // `reduce_steps` of p reductions, so that large plans grow without repeated reallocation.
 void reserve_ring(Builder& b, const Job& job, std::uint64_t steps, std::uint64_t reduce_steps) {
+  if (b.streaming()) return;  // the plan never holds more than a few steps
   const std::uint64_t per_step = std::uint64_t{job.p} * job.k;
   b.plan().reserve(b.plan().num_ops() + per_step * (2 * steps + reduce_steps),
                    b.plan().num_deps() + per_step * (steps + reduce_steps),

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
@@ -74,20 +75,38 @@ struct CopyEngines {
 
 class Engine {
  public:
-  Engine(const topo::Router& router, const sched::Plan& plan, const Options& options)
+  // `growing`: the plan arrives in batches (add_batch), and the engine drops the ops it has
+  // finished from it.
+  Engine(const topo::Router& router, const sched::Plan& plan, const Options& options,
+         sched::Plan* growing = nullptr)
       : router_(router),
         topo_(router.topology()),
         plan_(plan),
         options_(options),
-        map_(router.topology()) {}
+        map_(router.topology()),
+        growing_(growing) {}
 
+  // The whole plan at once.
   Result run();
+  // Takes the ops added since the last call and simulates until an op of this batch is about to
+  // finish (the next batch must exist by then) or the run stops early; false once it has
+  // stopped early, when the rest of the plan is not needed.
+  bool add_batch();
+  // After the last batch: simulates to the end.
+  Result finish();
 
  private:
   std::string describe(OpId op) const;
-  void validate_plan() const;
+  void validate_ranks() const;
+  void validate_ops(OpId from, OpId to) const;
   void validate_options() const;
-  void build_order();
+  void setup();
+  void add_ops();
+  void link(OpId from, OpId to);
+  void add_successor(OpId op, OpId succ);
+  void advance();
+  bool completes_newest(const Event& e) const;
+  void forget_finished();
   NodeId endpoint(RankId rank, sched::BufferId buffer) const;
   std::uint32_t lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op);
   std::uint32_t resolve(OpId op);  // sends, d2h and h2d copies
@@ -97,8 +116,8 @@ class Engine {
     std::uint32_t end = 0;
     double latency = 0;
   };
-  const FlatRoute& route_of(OpId op) const { return flat_routes_[ops_[op].route_state >> 2]; }
-  void resolve_routes();
+  const FlatRoute& route_of(OpId op) const { return flat_routes_[rec(op).route_state >> 2]; }
+  void resolve_routes(OpId from, OpId to);
 
   void ready(OpId op);
   void start_transfer(OpId send, OpId recv);
@@ -117,6 +136,7 @@ class Engine {
   const sched::Plan& plan_;
   const Options& options_;
   ResourceMap map_;
+  sched::Plan* growing_;  // null: the plan is whole
   Observer* observer_ = nullptr;
 
   // Per op, indexed by OpId.
@@ -129,19 +149,35 @@ class Engine {
     std::uint32_t route_state = 0;  // route index (sends, PCIe copies) << 2 | OpState
   };
   static_assert(sizeof(OpRecord) == 16);
+  // Records of ops [ops_base_, registered_): a streamed run forgets the finished ones below.
   std::vector<OpRecord> ops_;
-  OpState state(OpId op) const { return static_cast<OpState>(ops_[op].route_state & 3u); }
-  void set_state(OpId op, OpState s) {
-    ops_[op].route_state = (ops_[op].route_state & ~3u) | static_cast<std::uint32_t>(s);
+  OpId ops_base_ = 0;
+  OpId registered_ = 0;   // one past the last op added
+  OpId batch_begin_ = 0;  // first op of the newest batch
+  OpId unfinished_ = 0;   // every op below is done
+  bool last_batch_ = true;
+  bool started_ = false;
+  std::optional<Event> held_;  // popped, and waiting for the next batch to exist
+  StopReason stop_ = StopReason::finished;
+  OpRecord& rec(OpId op) { return ops_[op - ops_base_]; }
+  const OpRecord& rec(OpId op) const { return ops_[op - ops_base_]; }
+  OpState state(OpId op) const {
+    return op < ops_base_ ? OpState::done : static_cast<OpState>(rec(op).route_state & 3u);
   }
+  void set_state(OpId op, OpState s) {
+    rec(op).route_state = (rec(op).route_state & ~3u) | static_cast<std::uint32_t>(s);
+  }
+  bool all_done() const { return last_batch_ && done_ == registered_; }
   // Successors through dependencies. Most ops have at most one (a ring's recv feeds one reduce,
   // its reduce one send), kept in the record itself: no successor array the size of the plan and
   // no second cache miss to reach it. An op with more holds kMany | g, and its successors are
-  // succ_[many_[g], many_[g + 1]). Plans of 2^31 ops or more put every successor in groups, so
-  // that an op id never looks like kMany | g.
+  // groups_[g], in increasing op order; a group is recycled once its op is done. An op id of
+  // 2^31 or more is always put in a group, so that it never looks like kMany | g.
   static constexpr std::uint32_t kMany = 1u << 31;
-  std::vector<std::uint32_t> many_;
-  std::vector<OpId> succ_;
+  std::vector<std::vector<OpId>> groups_;
+  std::vector<std::uint32_t> free_groups_;
+  // The last op added on each (rank, stream): the stream predecessor of the next.
+  std::vector<std::vector<OpId>> last_on_stream_;
   // Sends, d2h and h2d copies keep the index of their route (into flat_routes_) in their record,
   // resolved before the run: finding it again in the hot loop would read the other end of the
   // transfer, a cache miss when the plan is large.
@@ -206,9 +242,8 @@ std::string Engine::describe(OpId op) const {
   return fmt::format("op {} (rank {}, stream {}, {})", op, plan_.rank(op), plan_.stream(op), what);
 }
 
-void Engine::validate_plan() const {
+void Engine::validate_ranks() const {
   DiagnosticSink sink(options_.plan_file);
-  const auto n = plan_.num_ops();
   const RankId p = plan_.num_ranks();
   for (RankId r = 0; r < p; ++r) {
     const NodeId g = plan_.rank_gpu[r];
@@ -222,11 +257,16 @@ void Engine::validate_plan() const {
                              topo_.name()));
   }
   sink.throw_if_any();
+}
+
+void Engine::validate_ops(OpId from, OpId n) const {
+  DiagnosticSink sink(options_.plan_file);
+  const RankId p = plan_.num_ranks();
   std::size_t errors = 0;
   auto error = [&](OpId op, const std::string& message) {
     if (++errors <= 20) sink.error(fmt::format("/ops/{}", op), describe(op) + ": " + message);
   };
-  for (OpId op = 0; op < n; ++op) {
+  for (OpId op = from; op < n; ++op) {
     if (plan_.rank(op) >= p) {
       sink.error(fmt::format("/ops/{}", op),
                  fmt::format("op {} belongs to rank {}, but the plan has {} ranks (0..{})", op,
@@ -252,6 +292,11 @@ void Engine::validate_plan() const {
               fmt::format("has no matched {}; match every send with the recv of its peer", other));
         continue;
       }
+      if (q < from)
+        throw InternalError(
+            fmt::format("{} is matched with op {} of an earlier batch; a "
+                        "generator must not end a batch inside a transfer",
+                        describe(op), q));
       if (plan_.partner(q) != op) {
         error(op, fmt::format("is matched with {}, which is matched with op {} instead",
                               describe(q), plan_.partner(q)));
@@ -331,60 +376,48 @@ void Engine::validate_options() const {
   sink.throw_if_any();
 }
 
-void Engine::build_order() {
-  const auto n = plan_.num_ops();
-  const RankId p = plan_.num_ranks();
-  // Stream order: the previous op on the same (rank, stream) is an implicit dependency.
-  std::vector<std::uint32_t> stream_base(p + 1, 0);
-  for (OpId op = 0; op < n; ++op)
-    stream_base[plan_.rank(op) + 1] =
-        std::max<std::uint32_t>(stream_base[plan_.rank(op) + 1], plan_.stream(op) + 1u);
-  for (RankId r = 0; r < p; ++r) stream_base[r + 1] += stream_base[r];
-  std::vector<OpId> last(stream_base[p], kNoOp);
-  // First pass: stream order, and each op's successor count (in `succ`, from 0).
-  ops_.assign(n, OpRecord{0, kNoOp, 0, 0});  // every op waiting, no route
-  for (OpId op = 0; op < n; ++op) {
-    OpId& prev = last[stream_base[plan_.rank(op)] + plan_.stream(op)];
-    if (prev != kNoOp) {
-      ops_[prev].stream_next = op;
-      ++ops_[op].pending;
-    }
-    prev = op;
-    for (OpId d : plan_.deps(op)) {
-      ++ops_[op].pending;
-      ++ops_[d].succ;
-    }
+void Engine::add_successor(OpId op, OpId succ) {
+  std::uint32_t& slot = rec(op).succ;
+  if (slot == kNoOp && succ < kMany) {
+    slot = succ;
+    return;
   }
-  // Second pass: one successor stays inline (marked kOne until filled); more get a group.
-  constexpr std::uint32_t kOne = kNoOp - 1;
-  const bool inline_ok = n < kMany;
-  many_.clear();
-  std::uint32_t total = 0;
-  for (OpId op = 0; op < n; ++op) {
-    const std::uint32_t count = ops_[op].succ;
-    if (count == 0) {
-      ops_[op].succ = kNoOp;
-    } else if (count == 1 && inline_ok) {
-      ops_[op].succ = kOne;
+  if (slot == kNoOp || !(slot & kMany)) {
+    std::uint32_t g;
+    if (!free_groups_.empty()) {
+      g = free_groups_.back();
+      free_groups_.pop_back();
     } else {
-      ops_[op].succ = kMany | static_cast<std::uint32_t>(many_.size());
-      many_.push_back(total);
-      total += count;
+      g = static_cast<std::uint32_t>(groups_.size());
+      if (g >= kMany) throw InternalError("more than 2^31 ops with several successors in flight");
+      groups_.emplace_back();
     }
+    if (slot != kNoOp) groups_[g].push_back(slot);
+    slot = kMany | g;
   }
-  many_.push_back(total);
-  succ_.assign(total, kNoOp);
-  // Third pass, in op order so that successors stay in increasing op order (the order ready()
-  // sees them in, hence the order of the run): fill the inline slots and the groups.
-  std::vector<std::uint32_t> cursor(many_.begin(), many_.end() - 1);
-  for (OpId op = 0; op < n; ++op)
-    for (OpId d : plan_.deps(op)) {
-      std::uint32_t& slot = ops_[d].succ;
-      if (slot == kOne)
-        slot = op;
-      else
-        succ_[cursor[slot & ~kMany]++] = op;
+  groups_[slot & ~kMany].push_back(succ);
+}
+
+void Engine::link(OpId from, OpId to) {
+  // Stream order (the previous op on the same rank and stream) and dependencies, each counted
+  // only while the op waited for is not done; successors are added in increasing op order, the
+  // order complete() readies them in, hence the order of the run.
+  for (OpId op = from; op < to; ++op) {
+    std::vector<OpId>& lasts = last_on_stream_[plan_.rank(op)];
+    const auto stream = plan_.stream(op);
+    if (stream >= lasts.size()) lasts.resize(stream + 1u, kNoOp);
+    const OpId prev = lasts[stream];
+    if (prev != kNoOp && state(prev) != OpState::done) {
+      rec(prev).stream_next = op;
+      ++rec(op).pending;
     }
+    lasts[stream] = op;
+    for (OpId d : plan_.deps(op))
+      if (state(d) != OpState::done) {
+        ++rec(op).pending;
+        add_successor(d, op);
+      }
+  }
 }
 
 NodeId Engine::endpoint(RankId rank, sched::BufferId buffer) const {
@@ -436,20 +469,17 @@ std::uint32_t Engine::resolve(OpId op) {
   return lookup(topo_.host_cpu(gpu), gpu, 0, op);
 }
 
-void Engine::resolve_routes() {
-  // Every route once before the run, so that an unreachable peer is reported before any time is
-  // spent simulating; the hot loop then finds them in the caches.
-  route_cache_.assign(plan_.num_ranks(), RouteCacheEntry{});
-  const auto n = plan_.num_ops();
-  for (OpId op = 0; op < n; ++op) {
+void Engine::resolve_routes(OpId from, OpId to) {
+  // Every route of a batch before it runs, so that an unreachable peer is reported before any
+  // time is spent simulating it; the hot loop then finds them in the op records.
+  for (OpId op = from; op < to; ++op) {
     const OpKind k = plan_.kind(op);
-    if (k == OpKind::send) ops_[op].route_state |= resolve(op) << 2;
+    if (k == OpKind::send) rec(op).route_state |= resolve(op) << 2;
     if (k == OpKind::copy) {
       const auto ck = sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer);
-      if (ck == CopyKind::d2h || ck == CopyKind::h2d) ops_[op].route_state |= resolve(op) << 2;
+      if (ck == CopyKind::d2h || ck == CopyKind::h2d) rec(op).route_state |= resolve(op) << 2;
     }
   }
-  route_cache_ = {};
 }
 
 FlowId Engine::new_flow(Owner owner, std::uint32_t index, double bytes) {
@@ -615,17 +645,22 @@ void Engine::complete(OpId op) {
     timing_[op].end = now_;
     if (observer_) observer_->on_op_end(op, now_);
   }
-  const OpId next = ops_[op].stream_next;
-  if (next != kNoOp && --ops_[next].pending == 0) ready(next);
-  const std::uint32_t succ = ops_[op].succ;
+  const OpId next = rec(op).stream_next;
+  if (next != kNoOp && --rec(next).pending == 0) ready(next);
+  const std::uint32_t succ = rec(op).succ;
   if (succ == kNoOp) return;
   if (!(succ & kMany)) {
-    if (--ops_[succ].pending == 0) ready(succ);
+    if (--rec(succ).pending == 0) ready(succ);
     return;
   }
   const std::uint32_t g = succ & ~kMany;
-  for (std::uint32_t i = many_[g]; i < many_[g + 1]; ++i)
-    if (--ops_[succ_[i]].pending == 0) ready(succ_[i]);
+  // By index: ready() never adds successors, but the group is only ours until recycled.
+  for (std::size_t i = 0; i < groups_[g].size(); ++i) {
+    const OpId s = groups_[g][i];
+    if (--rec(s).pending == 0) ready(s);
+  }
+  groups_[g].clear();  // keeps its capacity for the next op that needs a group
+  free_groups_.push_back(g);
 }
 
 void Engine::flow_done(FlowId f) {
@@ -653,7 +688,7 @@ void Engine::flow_done(FlowId f) {
 }
 
 void Engine::report_stuck() const {
-  const auto n = plan_.num_ops();
+  const OpId n = registered_;
   // A plan flow that can never drain: a link on its way failed for good. (A stalled background
   // flow holds up nothing of the plan, so it is not the cause.)
   for (FlowId f = 0; f < flows_.num_flow_slots(); ++f) {
@@ -675,11 +710,11 @@ void Engine::report_stuck() const {
   }
   // Otherwise the remaining ops wait on each other. Follow what each one waits for until an op
   // repeats: that cycle is the deadlock.
-  std::vector<OpId> stream_prev(n, kNoOp);
-  for (OpId op = 0; op < n; ++op)
-    if (ops_[op].stream_next != kNoOp) stream_prev[ops_[op].stream_next] = op;
+  std::unordered_map<OpId, OpId> stream_prev;
+  for (OpId op = ops_base_; op < n; ++op)
+    if (rec(op).stream_next != kNoOp) stream_prev[rec(op).stream_next] = op;
   OpId cur = kNoOp;
-  for (OpId op = 0; op < n && cur == kNoOp; ++op)
+  for (OpId op = ops_base_; op < n && cur == kNoOp; ++op)
     if (state(op) != OpState::done) cur = op;
   std::vector<OpId> path;
   std::map<OpId, std::size_t> seen;
@@ -691,8 +726,8 @@ void Engine::report_stuck() const {
         (plan_.kind(cur) == OpKind::send || plan_.kind(cur) == OpKind::recv)) {
       next = plan_.partner(cur);
     } else if (state(cur) == OpState::waiting) {
-      if (stream_prev[cur] != kNoOp && state(stream_prev[cur]) != OpState::done)
-        next = stream_prev[cur];
+      const auto prev = stream_prev.find(cur);
+      if (prev != stream_prev.end() && state(prev->second) != OpState::done) next = prev->second;
       for (OpId d : plan_.deps(cur))
         if (next == kNoOp && state(d) != OpState::done) next = d;
     }
@@ -750,15 +785,9 @@ Result Engine::collect(StopReason stop) {
   return r;
 }
 
-Result Engine::run() {
-  validate_plan();
-  validate_options();
-  build_order();
-  resolve_routes();
-  const auto n = plan_.num_ops();
+void Engine::setup() {
   observer_ = options_.observer;
   track_ = options_.record_ops || observer_ != nullptr;
-  if (track_) timing_.assign(n, OpTiming{});
   rank_alpha_.resize(plan_.num_ranks());
   rank_launch_.resize(plan_.num_ranks());
   for (RankId r = 0; r < plan_.num_ranks(); ++r) {
@@ -799,25 +828,71 @@ Result Engine::run() {
   }
   for (std::uint32_t i = 0; i < options_.background.size(); ++i)
     queue_.push(options_.background[i].start, EventKind::background_start, i);
+}
 
-  if (observer_) observer_->on_begin(router_, plan_, map_);
-  for (OpId op = 0; op < n; ++op)
-    if (ops_[op].pending == 0 && state(op) == OpState::waiting) ready(op);
+void Engine::add_ops() {
+  const auto end = static_cast<OpId>(plan_.num_ops());
+  const OpId from = registered_;
+  if (!started_) {
+    validate_ranks();
+    validate_ops(from, end);
+    validate_options();
+    route_cache_.assign(plan_.num_ranks(), RouteCacheEntry{});
+    last_on_stream_.assign(plan_.num_ranks(), {});
+  } else {
+    validate_ops(from, end);
+  }
+  ops_.resize(end - ops_base_, OpRecord{0, kNoOp, kNoOp, 0});  // waiting, no route
+  link(from, end);
+  resolve_routes(from, end);
+  registered_ = end;
+  batch_begin_ = from;
+  if (!started_) {
+    started_ = true;
+    setup();
+    if (track_) timing_.assign(end, OpTiming{});
+    if (observer_) observer_->on_begin(router_, plan_, map_);
+    for (OpId op = from; op < end; ++op)
+      if (rec(op).pending == 0 && state(op) == OpState::waiting) ready(op);
+    return;
+  }
+  if (track_) timing_.resize(end, OpTiming{});
+  // Nothing of a later batch can have been ready before it was added (see Builder::end_batch).
+  for (OpId op = from; op < end; ++op)
+    if (rec(op).pending == 0)
+      throw InternalError(
+          fmt::format("{} of a batch starting at op {} waits for nothing of the "
+                      "batch before; the generator ended that batch too early",
+                      describe(op), from));
+}
 
-  StopReason stop = StopReason::finished;
-  while (done_ < n && !queue_.empty()) {
-    const Event e = queue_.pop();
+bool Engine::completes_newest(const Event& e) const {
+  if (e.kind() == EventKind::op_done) return e.id >= batch_begin_;
+  return e.kind() == EventKind::flow_done && flow_owner_[e.id] != Owner::background &&
+         flow_index_[e.id] >= batch_begin_;
+}
+
+void Engine::advance() {
+  while (!all_done() && (held_ || !queue_.empty())) {
+    Event e = held_ ? *held_ : queue_.pop();
+    held_.reset();
     const EventKind kind = e.kind();
     if ((kind == EventKind::latency_done || kind == EventKind::flow_done) &&
         e.version != flows_.version(e.id)) {
       if (kind == EventKind::flow_done) --stale_events_;
       continue;  // superseded by a later rate change
     }
+    // An op of the newest batch finishing could make ops of the next one ready: the next batch
+    // must exist first.
+    if (!last_batch_ && completes_newest(e)) {
+      held_ = e;
+      return;
+    }
     if (kind == EventKind::flow_done) flow_queued_[e.id] = 0;
     if (e.time() > options_.max_time) {
       now_ = options_.max_time;
-      stop = StopReason::time_limit;
-      break;
+      stop_ = StopReason::time_limit;
+      return;
     }
     now_ = e.time();
     ++events_;
@@ -846,15 +921,15 @@ Result Engine::run() {
         break;
       }
     }
-    if (options_.max_events != 0 && events_ >= options_.max_events && done_ < n) {
-      stop = StopReason::event_limit;
-      break;
+    if (options_.max_events != 0 && events_ >= options_.max_events && !all_done()) {
+      stop_ = StopReason::event_limit;
+      return;
     }
     // Every event: one relaxed load, and a run whose events are slow (large sharing
     // components) still stops at once.
     if (options_.cancel != nullptr && options_.cancel->load(std::memory_order_relaxed)) {
-      stop = StopReason::cancelled;
-      break;
+      stop_ = StopReason::cancelled;
+      return;
     }
     if (stale_events_ > kMinSweep && stale_events_ > queue_.size() / 2) {
       queue_.remove_if([&](const Event& ev) {
@@ -863,8 +938,39 @@ Result Engine::run() {
       stale_events_ = 0;
     }
   }
-  if (stop == StopReason::finished && done_ < n) report_stuck();
-  Result result = collect(stop);
+}
+
+void Engine::forget_finished() {
+  while (unfinished_ < registered_ && state(unfinished_) == OpState::done) ++unfinished_;
+  // Amortised: the records and ops kept move down once the finished prefix is half of them.
+  const OpId finished = unfinished_ - ops_base_;
+  if (finished < 4096 || finished < ops_.size() / 2) return;
+  ops_.erase(ops_.begin(), ops_.begin() + finished);
+  ops_base_ = unfinished_;
+  growing_->drop_before(unfinished_);
+}
+
+Result Engine::run() {
+  add_ops();
+  advance();
+  return finish();
+}
+
+bool Engine::add_batch() {
+  last_batch_ = false;
+  add_ops();
+  advance();
+  forget_finished();
+  return stop_ == StopReason::finished;
+}
+
+Result Engine::finish() {
+  last_batch_ = true;
+  if (stop_ == StopReason::finished) {
+    advance();
+    if (!all_done() && stop_ == StopReason::finished) report_stuck();
+  }
+  Result result = collect(stop_);
   if (observer_) observer_->on_finish(result);
   return result;
 }
@@ -874,6 +980,36 @@ Result Engine::run() {
 Result simulate(const topo::Router& router, const sched::Plan& plan, const Options& options) {
   Engine engine(router, plan, options);
   return engine.run();
+}
+
+Result simulate_streaming(const topo::Router& router, sched::Plan& plan,
+                          const std::function<void(std::function<void()>)>& build,
+                          const Options& options) {
+  if (options.observer != nullptr)
+    throw InternalError("simulate_streaming: an observer needs the whole plan; use simulate");
+  // Thrown through the generator when the run stops early: the rest of the plan is not needed.
+  struct Stopped {};
+  Engine engine(router, plan, options, &plan);
+  try {
+    build([&] {
+      if (!engine.add_batch()) throw Stopped{};
+    });
+  } catch (const Stopped&) {
+  }
+  return engine.finish();
+}
+
+Result simulate(const topo::Router& router, const sched::PlanRequest& request,
+                const Options& options) {
+  sched::Plan plan;
+  if (options.observer != nullptr)
+    return simulate(router, sched::generate(router, request), options);
+  return simulate_streaming(
+      router, plan,
+      [&](std::function<void()> batch) {
+        sched::generate(router, request, plan, std::move(batch));
+      },
+      options);
 }
 
 }  // namespace collsim::sim

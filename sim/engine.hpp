@@ -10,9 +10,11 @@
 // InputErrors naming the op, its rank, stream and kind.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "schedules/generate.hpp"
 #include "schedules/plan.hpp"
 #include "sim/observer.hpp"
 #include "sim/resources.hpp"
@@ -91,5 +93,19 @@ struct Result {
 };
 
 Result simulate(const topo::Router& router, const sched::Plan& plan, const Options& options = {});
+
+// Simulates a plan while it is built: `build(batch)` adds ops to `plan` and calls batch() after
+// each batch (sched::Builder::end_batch says where a batch may end) and once at the end. The
+// engine runs each batch until an op of it is about to finish and drops finished ops from
+// `plan`, so that memory follows the ops in flight, not the plan's size. Same result, bit for
+// bit, as simulate() on the whole plan. Not with an observer, which needs the whole plan.
+Result simulate_streaming(const topo::Router& router, sched::Plan& plan,
+                          const std::function<void(std::function<void()>)>& build,
+                          const Options& options = {});
+
+// Generates and simulates `request`, streamed when the generator can (sched::streams) and no
+// observer is set.
+Result simulate(const topo::Router& router, const sched::PlanRequest& request,
+                const Options& options = {});
 
 }  // namespace collsim::sim

@@ -112,7 +112,7 @@ bool staged_transfers(const topo::Topology& topology, std::span<const topo::Node
 }
 
 Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std::uint64_t ranks,
-                  std::uint64_t chunks, std::uint64_t servers, bool staged) {
+                  std::uint64_t chunks, std::uint64_t servers, bool staged, bool streamed) {
   const double p = static_cast<double>(std::max<std::uint64_t>(1, ranks));
   const double k = static_cast<double>(std::max<std::uint64_t>(1, chunks));
   Estimate e;
@@ -123,7 +123,12 @@ Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std:
                         p * k +
                     p;
   e.events = kEventsPerOp * e.ops;
-  e.bytes = static_cast<double>(kBytesPerOp) * e.ops;
+  double held = e.ops;
+  if (streamed && p > 1) {
+    const double steps = collective == sched::Collective::allreduce ? 2 * (p - 1) : p - 1;
+    held = std::min(e.ops, e.ops / steps * (16 + 4 * std::sqrt(p)));
+  }
+  e.bytes = static_cast<double>(kBytesPerOp) * held;
   return e;
 }
 

@@ -18,6 +18,11 @@
 //   events = 1.5 x ops   (measured 1.2 on ring allreduce: a transfer is one or two events)
 //   memory = 96 B x ops  (measured 80 B of peak RSS per op: plan, engine state and queue)
 //
+// A streamed run (sched::streams: ring collectives, simulated while generated) holds only the
+// ops between the oldest unfinished one and the newest step: memory = 96 B x the ops of
+// 16 + 4 sqrt(p) ring steps (measured on the rail-optimised cluster: 72 steps at p = 1024, k = 8,
+// 186 MiB; 4096 ranks, k = 1: 141 MiB).
+//
 // Staging (a server without "p2p", or several servers without "gpudirect_rdma") turns a transfer
 // into copy, send, receive, copy; that is why it has its own column.
 #include <CLI/CLI.hpp>
@@ -47,9 +52,11 @@ struct Estimate {
 // servers the ranks sit on (hier only; 0 or 1 means one).
 double ops_per_rank_chunk(sched::Collective collective, sched::Algorithm algorithm, double ranks,
                           double servers, bool staged);
-// `staged` unknown: true gives the safe (larger) estimate.
+// `staged` unknown: true gives the safe (larger) estimate. `streamed`: the run is simulated
+// while generated (see above).
 Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std::uint64_t ranks,
-                  std::uint64_t chunks, std::uint64_t servers, bool staged = true);
+                  std::uint64_t chunks, std::uint64_t servers, bool staged = true,
+                  bool streamed = false);
 // The distinct servers the ranks sit on (GPUs outside any server are not counted).
 std::size_t count_servers(const topo::Topology& topology, std::span<const topo::NodeId> ranks);
 // Whether some transfer between the GPUs of `ranks` is staged through host memory.

@@ -32,19 +32,25 @@ struct Simulated {
 Simulated simulate_one(const Context& context, const Point& point, sched::Algorithm algorithm,
                        std::uint32_t chunks) {
   const sched::PlanRequest request = make_request(context, point, algorithm, chunks);
+  // The model terms read the whole plan; otherwise a ring is simulated while it is generated.
+  const bool streamed = !context.model_terms &&
+                        sched::streams(request, static_cast<sched::RankId>(request.ranks.size()));
   if (context.max_memory != 0) {
     const topo::Topology& topology = context.router->topology();
-    check_memory(
-        estimate(point.collective, algorithm, request.ranks.size(), chunks,
-                 count_servers(topology, request.ranks), staged_transfers(topology, request.ranks)),
-        context.concurrent, context.max_memory,
-        fmt::format("{} {} on {} ranks with k = {}", sched::to_string(algorithm),
-                    sched::to_string(point.collective), request.ranks.size(), chunks));
+    check_memory(estimate(point.collective, algorithm, request.ranks.size(), chunks,
+                          count_servers(topology, request.ranks),
+                          staged_transfers(topology, request.ranks), streamed),
+                 context.concurrent, context.max_memory,
+                 fmt::format("{} {} on {} ranks with k = {}", sched::to_string(algorithm),
+                             sched::to_string(point.collective), request.ranks.size(), chunks));
   }
-  const sched::Plan plan = sched::generate(*context.router, request);
   sim::Options options;
   options.cancel = context.cancel;
-  const sim::Result result = sim::simulate(*context.router, plan, options);
+  sched::Plan plan;
+  const sim::Result result =
+      streamed ? sim::simulate(*context.router, request, options)
+               : sim::simulate(*context.router, plan = sched::generate(*context.router, request),
+                               options);
   if (result.stop == sim::StopReason::cancelled)
     throw Interrupted(
         fmt::format("interrupted (Ctrl-C) after {} events, at simulated time {}, of "

@@ -1,0 +1,188 @@
+// A plan simulated while it is generated (sim::simulate_streaming) gives the same run as the
+// whole plan, bit for bit, and holds only a window of it.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "schedules/generate.hpp"
+#include "sim/engine.hpp"
+#include "topology/loader.hpp"
+#include "topology/routing.hpp"
+
+using namespace collsim;
+using namespace collsim::sched;
+
+namespace {
+
+constexpr Bytes MiB = Bytes{1} << 20;
+
+std::string config(const char* name) {
+  return std::string(COLLSIM_SOURCE_DIR) + "/configs/" + name;
+}
+
+bool same_double(double a, double b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+void check_same(const sim::Result& whole, const sim::Result& streamed) {
+  REQUIRE(whole.stop == streamed.stop);
+  CHECK(same_double(whole.time, streamed.time));
+  CHECK(whole.events == streamed.events);
+  CHECK(whole.flows == streamed.flows);
+  CHECK(whole.link_bytes == streamed.link_bytes);
+  CHECK(whole.link_busy == streamed.link_busy);
+  REQUIRE(whole.ops.size() == streamed.ops.size());
+  std::size_t differing = 0;
+  for (std::size_t i = 0; i < whole.ops.size(); ++i)
+    differing += !same_double(whole.ops[i].ready, streamed.ops[i].ready) ||
+                 !same_double(whole.ops[i].start, streamed.ops[i].start) ||
+                 !same_double(whole.ops[i].end, streamed.ops[i].end);
+  CHECK(differing == 0);
+}
+
+struct Streamed {
+  sim::Result result;
+  std::size_t batches = 0;
+  std::size_t most_ops_held = 0;  // largest window of the plan held at a batch's end
+};
+
+Streamed stream(const topo::Router& router, const PlanRequest& req, const sim::Options& o) {
+  Streamed s;
+  Plan plan;
+  s.result = sim::simulate_streaming(
+      router, plan,
+      [&](std::function<void()> batch) {
+        generate(router, req, plan, [&] {
+          ++s.batches;
+          s.most_ops_held = std::max(s.most_ops_held, plan.num_ops() - plan.first_op());
+          batch();
+        });
+      },
+      o);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("streamed ring collectives run exactly as the whole plan", "[model][streaming]") {
+  struct Machine {
+    const char* file;
+    bool ecmp;
+    std::uint32_t gpus;  // first GPUs of the file taking part; 0: all
+  };
+  // NVSwitch, PCIe with host staging, a heterogeneous rack, and a rail-optimised fabric with
+  // ECMP across servers and racks.
+  const Machine machines[] = {{"dgx-h100.json", false, 0},
+                              {"t4x4-pcie.json", false, 0},
+                              {"hetero-rack.json", false, 0},
+                              {"cluster-1024.json", true, 48}};
+  for (const Machine& m : machines) {
+    const topo::Topology t = topo::load_topology(config(m.file));
+    topo::RoutingOptions ro;
+    ro.ecmp = m.ecmp;
+    const topo::Router router(t, ro);
+    std::vector<topo::NodeId> gpus = t.gpus();
+    if (m.gpus != 0) gpus.resize(m.gpus);
+    for (Collective c : {Collective::allreduce, Collective::reduce_scatter, Collective::allgather})
+      for (std::uint32_t k : {1u, 3u, 8u}) {
+        PlanRequest req;
+        req.collective = c;
+        req.algorithm = Algorithm::ring;
+        req.size = 48 * MiB + 4 * 48 * 7;  // chunks of unequal size
+        req.chunks = k;
+        req.ranks = gpus;
+        INFO(fmt::format("{} {} k={}", m.file, to_string(c), k));
+        REQUIRE(streams(req, static_cast<RankId>(gpus.size())));
+        sim::Options o;
+        o.record_ops = true;
+        const sim::Result whole = sim::simulate(router, generate(router, req), o);
+        const Streamed s = stream(router, req, o);
+        CHECK(s.batches > 2);
+        check_same(whole, s.result);
+      }
+  }
+}
+
+TEST_CASE("a streamed run keeps a window of the plan, not all of it", "[model][streaming]") {
+  const topo::Topology t = topo::load_topology(config("cluster-1024.json"));
+  topo::RoutingOptions ro;
+  ro.ecmp = true;
+  const topo::Router router(t, ro);
+  PlanRequest req;
+  req.algorithm = Algorithm::ring;
+  req.size = 256 * MiB;
+  req.chunks = 2;
+  req.ranks = t.gpus();
+  req.ranks.resize(256);
+  const Plan whole = generate(router, req);
+  const Streamed s = stream(router, req, {});
+  const sim::Result expected = sim::simulate(router, whole);
+  CHECK(same_double(expected.time, s.result.time));
+  CHECK(expected.events == s.result.events);
+  // 510 steps: the window holds a few of them (each step is 256 ranks x 2 chunks x 2-3 ops).
+  INFO(fmt::format("{} ops in the plan, at most {} held", whole.num_ops(), s.most_ops_held));
+  CHECK(s.most_ops_held * 20 < whole.num_ops());
+}
+
+TEST_CASE("streamed runs stop early exactly where the whole plan does", "[model][streaming]") {
+  const topo::Topology t = topo::load_topology(config("dgx-h100.json"));
+  const topo::Router router(t);
+  PlanRequest req;
+  req.algorithm = Algorithm::ring;
+  req.size = 64 * MiB;
+  req.chunks = 4;
+  const Plan whole = generate(router, req);
+  sim::Options by_events;
+  by_events.max_events = 500;
+  const auto a = sim::simulate(router, whole, by_events);
+  const auto b = stream(router, req, by_events).result;
+  CHECK(a.stop == sim::StopReason::event_limit);
+  check_same(a, b);
+  sim::Options by_time;
+  by_time.max_time = a.time / 3;
+  check_same(sim::simulate(router, whole, by_time), stream(router, req, by_time).result);
+}
+
+TEST_CASE("streamed runs with capacity changes and background traffic match",
+          "[model][streaming]") {
+  const topo::Topology t = topo::load_topology(config("t4x4-pcie.json"));
+  const topo::Router router(t);
+  PlanRequest req;
+  req.algorithm = Algorithm::ring;
+  req.size = 32 * MiB;
+  req.chunks = 4;
+  const Plan whole = generate(router, req);
+  sim::Options o;
+  o.record_ops = true;
+  const auto probe = sim::simulate(router, whole);
+  // A link of the first rank's route slows down and recovers; a background flow crosses it.
+  const auto& route = router.route(whole.rank_gpu[0], whole.rank_gpu[1]);
+  REQUIRE(!route.links.empty());
+  o.capacity.push_back(sim::CapacityTrace{
+      route.links.front(), {{probe.time * 0.2, 1e9}, {probe.time * 0.6, kUnlimited}}});
+  o.background.push_back(
+      sim::BackgroundFlow{whole.rank_gpu[0], whole.rank_gpu[1], 8 * MiB, probe.time * 0.1});
+  check_same(sim::simulate(router, whole, o), stream(router, req, o).result);
+}
+
+TEST_CASE("requests that cannot stream come whole, in one batch", "[model][streaming]") {
+  const topo::Topology t = topo::load_topology(config("dgx-h100.json"));
+  const topo::Router router(t);
+  PlanRequest req;
+  req.algorithm = Algorithm::tree;
+  req.size = 16 * MiB;
+  req.chunks = 4;
+  CHECK_FALSE(streams(req, 8));
+  Streamed s = stream(router, req, {});
+  CHECK(s.batches == 1);
+  CHECK(same_double(s.result.time, sim::simulate(router, generate(router, req)).time));
+  // A ring whose pieces would be empty (fewer elements than p x k) is not streamed either.
+  req.algorithm = Algorithm::ring;
+  req.size = 8 * 4 * 4 - 4;
+  CHECK_FALSE(streams(req, 8));
+  s = stream(router, req, {});
+  CHECK(s.batches == 1);
+  CHECK(same_double(s.result.time, sim::simulate(router, generate(router, req)).time));
+}
