@@ -167,3 +167,39 @@ TEST_CASE("an unreachable peer is an input error naming the op", "[sim][errors]"
   CHECK_THROWS_WITH(sim::simulate(router, empty, o),
                     Contains("background") && Contains("cannot be routed"));
 }
+
+TEST_CASE("a streamed plan whose batch ends too early is an internal error, not a wrong time",
+          "[sim][errors][streaming]") {
+  topo::Topology t;
+  add_gpu(t, "gpu0");
+  add_gpu(t, "gpu1");
+  add_duplex(t, 0, 1, 1e9, 1e-6);
+  topo::finalize(t);
+  const topo::Router router(t);
+  sched::Plan plan;
+  plan.rank_gpu = {0, 1};
+  auto build = [&](std::function<void()> batch) {
+    add_transfer(plan, 0, 1, 1000);
+    batch();
+    // Waits for nothing of the batch before: it could have started at time 0.
+    add_transfer(plan, 1, 0, 1000, {}, {}, 1);
+    batch();
+  };
+  CHECK_THROWS_WITH(sim::simulate_streaming(router, plan, build),
+                    Catch::Contains("waits for nothing of the batch before"));
+  // The same ops, the second pair waiting for the first: fine, and as if whole.
+  sched::Plan chained;
+  chained.rank_gpu = {0, 1};
+  const auto first = add_transfer(chained, 0, 1, 1000);
+  add_transfer(chained, 1, 0, 1000, {first.recv}, {first.recv}, 1);
+  sched::Plan streamed;
+  streamed.rank_gpu = {0, 1};
+  const auto r = sim::simulate_streaming(router, streamed, [&](std::function<void()> batch) {
+    const auto a = add_transfer(streamed, 0, 1, 1000);
+    batch();
+    add_transfer(streamed, 1, 0, 1000, {a.recv}, {a.recv}, 1);
+    batch();
+  });
+  CHECK(r.time == sim::simulate(router, chained).time);
+  CHECK(r.events == sim::simulate(router, chained).events);
+}

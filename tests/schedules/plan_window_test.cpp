@@ -1,0 +1,117 @@
+// Plan::drop_before: the ops kept read back exactly as before, whatever kinds, dependency lists
+// and byte counts the dropped ones had.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "schedules/plan.hpp"
+#include "topology/error.hpp"
+
+using namespace collsim;
+using namespace collsim::sched;
+
+namespace {
+
+// Ops of every kind; some with no dependency, one, or several; some byte counts too wide for
+// 32 bits; every transfer matched.
+Plan mixed_plan(std::uint32_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  Plan plan;
+  plan.rank_gpu = {0, 1, 2, 3};
+  while (plan.num_ops() < n) {
+    const auto id = static_cast<OpId>(plan.num_ops());
+    std::vector<OpId> deps;
+    const unsigned count = rng() % 4;
+    for (unsigned i = 0; i < count && id > 0; ++i) deps.push_back(static_cast<OpId>(rng() % id));
+    Op op;
+    op.rank = rng() % 4;
+    op.stream = static_cast<StreamId>(rng() % 3);
+    op.bytes = rng() % 7 == 0 ? (Bytes{5} << 32) + rng() : rng() % 100000;
+    switch (rng() % 5) {
+      case 0: {
+        op.kind = OpKind::send;
+        op.peer = (op.rank + 1) % 4;
+        op.src = {BufferId::input, rng() % 1000};
+        const OpId s = plan.add(op, deps);
+        Op r = op;
+        r.kind = OpKind::recv;
+        r.rank = op.peer;
+        r.peer = op.rank;
+        r.dst = {BufferId::scratch, rng() % 1000};
+        plan.match(s, plan.add(r, {s}));
+        continue;
+      }
+      case 1:
+        op.kind = OpKind::reduce;
+        op.src = {BufferId::input, rng() % 1000};
+        op.src2 = {BufferId::scratch, rng() % 1000};
+        op.dst = {BufferId::output, rng() % 1000};
+        break;
+      case 2:
+        op.kind = OpKind::copy;
+        op.src = {BufferId::host, rng() % 1000};
+        op.dst = {BufferId::output, rng() % 1000};
+        break;
+      default:
+        op.kind = OpKind::delay;
+        op.seconds = 1e-6 * (rng() % 100);
+        op.bytes = 0;
+        break;
+    }
+    plan.add(op, deps);
+  }
+  return plan;
+}
+
+void check_same_op(const Plan& a, const Plan& b, OpId id) {
+  const Op x = a.op(id), y = b.op(id);
+  CHECK(x.kind == y.kind);
+  CHECK(x.rank == y.rank);
+  CHECK(x.stream == y.stream);
+  CHECK(x.bytes == y.bytes);
+  CHECK(x.src == y.src);
+  CHECK(x.src2 == y.src2);
+  CHECK(x.dst == y.dst);
+  CHECK(x.peer == y.peer);
+  CHECK(x.seconds == y.seconds);
+  CHECK(a.partner(id) == b.partner(id));
+  const auto da = a.deps(id), db = b.deps(id);
+  CHECK(std::vector<OpId>(da.begin(), da.end()) == std::vector<OpId>(db.begin(), db.end()));
+}
+
+}  // namespace
+
+TEST_CASE("a plan that drops its first ops keeps the rest intact", "[plan][window]") {
+  for (std::uint32_t seed = 1; seed <= 5; ++seed) {
+    const Plan whole = mixed_plan(3000, seed);
+    Plan window = mixed_plan(3000, seed);
+    std::mt19937 rng(seed);
+    OpId cut = 0;
+    while (cut + 200 < window.num_ops()) {
+      cut = std::min<OpId>(cut + 1 + rng() % 400, static_cast<OpId>(window.num_ops()));
+      window.drop_before(cut);
+      REQUIRE(window.first_op() == cut);
+      REQUIRE(window.num_ops() == whole.num_ops());
+      for (OpId id = cut; id < whole.num_ops(); id += 1 + rng() % 5)
+        check_same_op(whole, window, id);
+    }
+  }
+}
+
+TEST_CASE("a window keeps growing after its first ops are dropped", "[plan][window]") {
+  Plan whole = mixed_plan(2000, 9);
+  Plan window = mixed_plan(1000, 9);
+  window.drop_before(600);
+  // Ops added after the cut get the ids they would have had, reduce operands and dependency
+  // groups included.
+  const Plan tail = mixed_plan(2000, 9);
+  for (OpId id = static_cast<OpId>(window.num_ops()); id < tail.num_ops(); ++id) {
+    const auto deps = tail.deps(id);
+    const OpId added = window.add(tail.op(id), std::vector<OpId>(deps.begin(), deps.end()));
+    REQUIRE(added == id);
+    if (tail.partner(id) != kNoOp && tail.partner(id) < id) window.match(tail.partner(id), id);
+  }
+  window.drop_before(1500);
+  for (OpId id = 1500; id < whole.num_ops(); ++id) check_same_op(whole, window, id);
+  CHECK_THROWS_AS(window.drop_before(static_cast<OpId>(whole.num_ops() + 1)), InternalError);
+}
