@@ -32,9 +32,9 @@ struct Simulated {
 Simulated simulate_one(const Context& context, const Point& point, sched::Algorithm algorithm,
                        std::uint32_t chunks) {
   const sched::PlanRequest request = make_request(context, point, algorithm, chunks);
-  // The model terms read the whole plan; otherwise a ring is simulated while it is generated.
-  const bool streamed = !context.model_terms &&
-                        sched::streams(request, static_cast<sched::RankId>(request.ranks.size()));
+  // Ring collectives are simulated while they are generated (the model terms are summed batch
+  // by batch); the other plans come whole, in one batch.
+  const bool streamed = sched::streams(request, static_cast<sched::RankId>(request.ranks.size()));
   if (context.max_memory != 0) {
     const topo::Topology& topology = context.router->topology();
     check_memory(estimate(point.collective, algorithm, request.ranks.size(), chunks,
@@ -47,10 +47,16 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   sim::Options options;
   options.cancel = context.cancel;
   sched::Plan plan;
-  const sim::Result result =
-      streamed ? sim::simulate(*context.router, request, options)
-               : sim::simulate(*context.router, plan = sched::generate(*context.router, request),
-                               options);
+  ModelTermsSum terms(*context.router);
+  const sim::Result result = sim::simulate_streaming(
+      *context.router, plan,
+      [&](std::function<void()> batch) {
+        sched::generate(*context.router, request, plan, [&] {
+          if (context.model_terms) terms.add(plan);
+          batch();
+        });
+      },
+      options);
   if (result.stop == sim::StopReason::cancelled)
     throw Interrupted(
         fmt::format("interrupted (Ctrl-C) after {} events, at simulated time {}, of "
@@ -65,7 +71,7 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
     throw InternalError(fmt::format("simulation of {} k={} finished at time {}",
                                     sched::to_string(algorithm), chunks, result.time));
   Simulated s{result.time, result.events, {}};
-  if (context.model_terms) s.terms = model_terms(*context.router, plan);
+  if (context.model_terms) s.terms = terms.terms();
   return s;
 }
 
@@ -88,28 +94,38 @@ double copy_bandwidth(const topo::Router& router, const topo::Topology& topology
 
 }  // namespace
 
-ModelTerms model_terms(const topo::Router& router, const sched::Plan& plan) {
-  const topo::Topology& topology = router.topology();
-  std::vector<double> copy(plan.num_ranks(), 0.0);
-  std::vector<double> link(plan.num_ranks(), 0.0);
-  for (sched::OpId op = 0; op < plan.num_ops(); ++op) {
+void ModelTermsSum::add(const sched::Plan& plan) {
+  const topo::Topology& topology = router_.topology();
+  copy_.resize(plan.num_ranks(), 0.0);
+  link_.resize(plan.num_ranks(), 0.0);
+  for (sched::OpId op = next_; op < plan.num_ops(); ++op) {
     const sched::RankId rank = plan.rank(op);
     const topo::NodeId gpu = plan.rank_gpu[rank];
     const double bytes = static_cast<double>(plan.bytes(op));
     if (plan.kind(op) == sched::OpKind::copy) {
-      const double bw = copy_bandwidth(router, topology, gpu,
+      const double bw = copy_bandwidth(router_, topology, gpu,
                                        sched::copy_kind(plan.src(op).buffer, plan.dst(op).buffer));
-      if (std::isfinite(bw) && bw > 0) copy[rank] += bytes / bw;
+      if (std::isfinite(bw) && bw > 0) copy_[rank] += bytes / bw;
     } else if (plan.kind(op) == sched::OpKind::send) {
       const topo::NodeId peer = plan.rank_gpu[plan.peer(op)];
-      const double bw = router.route(gpu, peer).bandwidth;
-      if (std::isfinite(bw) && bw > 0) link[rank] += bytes / bw;
+      const double bw = router_.route(gpu, peer).bandwidth;
+      if (std::isfinite(bw) && bw > 0) link_[rank] += bytes / bw;
     }
   }
+  next_ = static_cast<sched::OpId>(plan.num_ops());
+}
+
+ModelTerms ModelTermsSum::terms() const {
   ModelTerms t;
-  for (double c : copy) t.copy = std::max(t.copy, c);
-  for (double l : link) t.link = std::max(t.link, l);
+  for (double c : copy_) t.copy = std::max(t.copy, c);
+  for (double l : link_) t.link = std::max(t.link, l);
   return t;
+}
+
+ModelTerms model_terms(const topo::Router& router, const sched::Plan& plan) {
+  ModelTermsSum sum(router);
+  sum.add(plan);
+  return sum.terms();
 }
 
 std::vector<std::uint32_t> auto_chunk_counts(std::uint64_t elements) {

@@ -56,6 +56,19 @@ struct ModelTerms {
   double link = 0;  // seconds
 };
 ModelTerms model_terms(const topo::Router& router, const sched::Plan& plan);
+// The same sums op by op, for a plan that arrives in batches and forgets its finished ops
+// (sim::simulate_streaming): add() after each batch, before the engine drops anything.
+class ModelTermsSum {
+ public:
+  explicit ModelTermsSum(const topo::Router& router) : router_(router) {}
+  void add(const sched::Plan& plan);  // the ops added since the last call
+  ModelTerms terms() const;
+
+ private:
+  const topo::Router& router_;
+  std::vector<double> copy_, link_;  // by rank
+  sched::OpId next_ = 0;
+};
 
 // One (algorithm, k) pair tried by an auto search.
 struct Candidate {
