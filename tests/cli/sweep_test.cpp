@@ -3,7 +3,9 @@
 #include <catch2/catch.hpp>
 #include <set>
 
+#include "schedules/generate.hpp"
 #include "topology/error.hpp"
+#include "topology/loader.hpp"
 
 using namespace collsim;
 using namespace collsim::cli;
@@ -73,6 +75,30 @@ TEST_CASE("model terms: copy bytes over the copy path and sent bytes over the ro
   CHECK(terms.copy == Approx(0.1));
   // The send over the 100 GB/s NVLink: 1 GB / 100 GB/s = 0.01 s. Copy dominated.
   CHECK(terms.link == Approx(0.01));
+}
+
+TEST_CASE("model terms summed batch by batch, as a streamed plan drops its ops, are the same",
+          "[cli][sweep]") {
+  const topo::Topology t =
+      topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/t4x4-pcie.json");
+  const topo::Router router(t);
+  sched::PlanRequest req;
+  req.algorithm = sched::Algorithm::ring;
+  req.size = 64 << 20;
+  req.chunks = 4;
+  const ModelTerms whole = model_terms(router, sched::generate(router, req));
+  REQUIRE(whole.copy > 0);  // the T4 box stages through host memory
+  sched::Plan plan;
+  ModelTermsSum sum(router);
+  std::size_t batches = 0;
+  sched::generate(router, req, plan, [&] {
+    sum.add(plan);
+    ++batches;
+    plan.drop_before(static_cast<sched::OpId>(plan.num_ops()));  // forget everything seen
+  });
+  CHECK(batches > 2);
+  CHECK(sum.terms().copy == whole.copy);
+  CHECK(sum.terms().link == whole.link);
 }
 
 TEST_CASE("requests check the size against the dtype and k against the element count",
