@@ -18,10 +18,16 @@
 //   events = 1.5 x ops   (measured 1.2 on ring allreduce: a transfer is one or two events)
 //   memory = 96 B x ops  (measured 80 B of peak RSS per op: plan, engine state and queue)
 //
-// A streamed run (sched::streams: ring collectives, simulated while generated) holds only the
-// ops between the oldest unfinished one and the newest step: memory = 96 B x the ops of
-// 16 + 4 sqrt(p) ring steps (measured on the rail-optimised cluster: 72 steps at p = 1024, k = 8,
-// 186 MiB; 4096 ranks, k = 1: 141 MiB).
+// A streamed run (sched::streams: ring collectives and hier allreduce, simulated while
+// generated) holds only the ops between the oldest unfinished one and the newest step:
+// memory = 96 B x the ops of
+//   ring: 16 + 4 sqrt(p) ring steps (measured on the rail-optimised cluster: 72 steps at
+//         p = 1024, k = 8, 186 MiB; 4096 ranks, k = 1: 141 MiB);
+//   hier: 16 + S/4 of its 2 (g - 1) + 2 (S - 1) steps, for S servers of g GPUs. The rails'
+//         rings drift apart along the way, so the window grows with S, not sqrt(p): measured
+//         on the rail-optimised cluster (g = 8, 1 GiB, k = 8) 29 steps at S = 128 (1024 GPUs,
+//         0.59 M ops held, 59 MiB peak RSS), 59 at S = 256 (2.4 M ops, 204 MiB) and 114 at
+//         S = 512 (9.3 M ops, 677 MiB); k = 1 holds fewer (12 steps at S = 128, 22 at 256).
 //
 // Staging (a server without "p2p", or several servers without "gpudirect_rdma") turns a transfer
 // into copy, send, receive, copy; that is why it has its own column.

@@ -32,7 +32,8 @@ struct Simulated {
 Simulated simulate_one(const Context& context, const Point& point, sched::Algorithm algorithm,
                        std::uint32_t chunks) {
   const sched::PlanRequest request = make_request(context, point, algorithm, chunks);
-  // The model terms read the whole plan; otherwise a ring is simulated while it is generated.
+  // The model terms read the whole plan; otherwise a ring or hier is simulated while it is
+  // generated.
   const bool streamed = !context.model_terms &&
                         sched::streams(request, static_cast<sched::RankId>(request.ranks.size()));
   if (context.max_memory != 0) {
