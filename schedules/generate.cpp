@@ -169,9 +169,16 @@ bool streams(const PlanRequest& req, RankId p) {
       req.algorithm == Algorithm::ring &&
       (req.collective == Collective::allreduce || req.collective == Collective::reduce_scatter ||
        req.collective == Collective::allgather);
+  // hier: reduce-scatter and allgather rings inside the servers and along the rails, one batch
+  // per step (schedules/hier.cpp).
+  const bool hier = req.algorithm == Algorithm::hier && req.collective == Collective::allreduce;
   // An empty piece generates no ops, so the next step's op for it would wait on nothing of the
-  // step before: batches are exact only when every piece holds an element.
-  return ring_family && p > 1 && req.size / dtype_size(req.dtype) >= std::uint64_t{p} * req.chunks;
+  // step before: batches are exact only when every piece holds an element. The ring cuts the
+  // buffer into p segments of k pieces; hier into k chunks of g segments of S pieces (g GPUs in
+  // each of S servers), and nested splits of whole elements leave the smallest piece
+  // floor(elements / (k g S)) = floor(elements / (p k)) elements: the same condition.
+  return (ring_family || hier) && p > 1 &&
+         req.size / dtype_size(req.dtype) >= std::uint64_t{p} * req.chunks;
 }
 
 Plan generate(const topo::Router& router, const PlanRequest& req) {

@@ -49,8 +49,8 @@ Plan generate(const topo::Router& router, const PlanRequest& request);
 
 // The same plan, built into `plan` (which must be empty) in batches: `batch()` runs after each
 // batch and once at the end, and may drop finished ops from the plan (sim::simulate_streaming).
-// Ring allreduce, reduce_scatter and allgather come in one batch per ring step when every piece
-// holds at least one element; every other request comes in one batch.
+// Ring allreduce, reduce_scatter and allgather, and hier allreduce, come in one batch per ring
+// step when every piece holds at least one element; every other request comes in one batch.
 void generate(const topo::Router& router, const PlanRequest& request, Plan& plan,
               std::function<void()> batch);
 // Whether generate(..., batch) hands `request` over in more than one batch.

@@ -4,6 +4,12 @@
 // chunks first, so every phase works on whole chunks; phases pipeline their chunks internally
 // and start on a rank once its previous phase is complete, which keeps the phases on the
 // rank's streams in order and the closed form a sum of three ring terms.
+//
+// Each phase is generated step by step over all its groups at once (all servers, or all rails),
+// which orders every rank's ops exactly as a group at a time would, since the groups of a phase
+// share no rank. A step's ops wait for the step before (its reductions, or its arrivals), and a
+// phase's first step waits for the last step of the phase before, so a batch can end after
+// every step (Builder::end_batch) when every piece holds an element (sched::streams).
 #include <vector>
 
 #include "schedules/algorithms.hpp"
@@ -13,77 +19,123 @@ namespace collsim::sched::detail {
 
 namespace {
 
-// pieces[j][c]: segment j of chunk c. Ring reduce-scatter over `group` (index i owns segment
-// i at the end, in its output). `own(i, piece)` is where index i's contribution lives; its
-// first sends wait for `start[i]`. Returns the ops that finished each index's segment.
-template <typename Own>
-std::vector<std::vector<OpId>> group_reduce_scatter(Builder& b, const std::vector<RankId>& group,
-                                                    const std::vector<std::vector<Piece>>& pieces,
-                                                    Own own,
-                                                    const std::vector<std::vector<OpId>>& start,
-                                                    const Lanes& lanes) {
-  const auto m = static_cast<std::uint32_t>(group.size());
-  const auto k = static_cast<std::uint32_t>(pieces.front().size());
-  std::vector<std::vector<OpId>> done(m, std::vector<OpId>(k, kNoOp));
+// The last op of each of a rank's streams among ops added in id order. Ops on one stream finish
+// in order, so waiting for these is waiting for all of them.
+class StreamTails {
+ public:
+  void add(StreamId stream, OpId op) {
+    if (op == kNoOp) return;
+    for (Tail& t : tails_)
+      if (t.stream == stream) {
+        t.op = op;
+        return;
+      }
+    tails_.push_back({stream, op});
+  }
+  std::vector<OpId> ops() const {
+    std::vector<OpId> out;
+    out.reserve(tails_.size());
+    for (const Tail& t : tails_) out.push_back(t.op);
+    return out;
+  }
+
+ private:
+  // Streams are kept with the ops, not read back from the plan: a streamed run drops the ops
+  // it has finished.
+  struct Tail {
+    StreamId stream;
+    OpId op;
+  };
+  std::vector<Tail> tails_;
+};
+
+// Ring reduce-scatter inside each of `groups` (disjoint, m ranks each), one step of every group
+// after the other. `piece(grp, j, c)`: segment j of chunk c in group grp; index i owns segment
+// i at the end, in its output. `own(i, piece)` is where index i's contribution lives; its first
+// sends wait for `start(grp, i)`. Returns, per group, index and chunk, the op that finished the
+// index's segment.
+template <typename PieceOf, typename Own, typename Start>
+std::vector<std::vector<std::vector<OpId>>> groups_reduce_scatter(
+    Builder& b, const std::vector<std::vector<RankId>>& groups, std::uint32_t k, PieceOf piece_of,
+    Own own, Start start, const Lanes& lanes) {
+  const auto n = groups.size();
+  const auto m = static_cast<std::uint32_t>(groups.front().size());
+  std::vector<std::vector<std::vector<OpId>>> done(
+      n, std::vector<std::vector<OpId>>(m, std::vector<OpId>(k, kNoOp)));
   struct Hold {
     Region where;
     OpId ready = kNoOp;
   };
-  std::vector<std::vector<Hold>> hold(m, std::vector<Hold>(k));
+  // hold[grp][i * k + c]: where index i of group grp holds its partial sum of chunk c.
+  std::vector<std::vector<Hold>> hold(n, std::vector<Hold>(std::size_t{m} * k));
   for (std::uint32_t s = 0; s + 1 < m; ++s) {
     const bool last = s + 2 == m;
-    std::vector<std::vector<Hold>> next(m, std::vector<Hold>(k));
-    for (std::uint32_t c = 0; c < k; ++c) {
-      for (std::uint32_t i = 0; i < m; ++i) {
-        const std::uint32_t seg = (i + 2 * m - s - 1) % m;
-        const std::uint32_t to = (i + 1) % m;
-        const Piece piece = pieces[seg][c];
-        if (piece.bytes == 0) continue;
-        const Region src = s == 0 ? own(i, piece) : hold[i][c].where;
-        std::vector<OpId> deps = s == 0 ? start[i] : std::vector<OpId>{hold[i][c].ready};
-        const Region tmp = b.fresh_scratch(group[to], piece.bytes);
-        const OpId got = b.move(group[i], src, group[to], tmp, piece.bytes, deps, {}, lanes, lanes);
-        const Region dst =
-            last ? Region{BufferId::output, piece.offset} : b.fresh_scratch(group[to], piece.bytes);
-        const OpId red =
-            b.reduce(group[to], dst, own(to, piece), tmp, piece.bytes, lanes.reduce, {got});
-        next[to][c] = Hold{dst, red};
-        if (last) done[to][c] = red;
+    std::vector<std::vector<Hold>> next(n, std::vector<Hold>(std::size_t{m} * k));
+    for (std::size_t grp = 0; grp < n; ++grp) {
+      const std::vector<RankId>& group = groups[grp];
+      for (std::uint32_t c = 0; c < k; ++c) {
+        for (std::uint32_t i = 0; i < m; ++i) {
+          const std::uint32_t seg = (i + 2 * m - s - 1) % m;
+          const std::uint32_t to = (i + 1) % m;
+          const Piece piece = piece_of(grp, seg, c);
+          if (piece.bytes == 0) continue;
+          const Hold& held = hold[grp][std::size_t{i} * k + c];
+          const Region src = s == 0 ? own(i, piece) : held.where;
+          const std::vector<OpId> deps = s == 0 ? start(grp, i) : std::vector<OpId>{held.ready};
+          const Region tmp = b.fresh_scratch(group[to], piece.bytes);
+          const OpId got =
+              b.move(group[i], src, group[to], tmp, piece.bytes, deps, {}, lanes, lanes);
+          const Region dst = last ? Region{BufferId::output, piece.offset}
+                                  : b.fresh_scratch(group[to], piece.bytes);
+          const OpId red =
+              b.reduce(group[to], dst, own(to, piece), tmp, piece.bytes, lanes.reduce, {got});
+          next[grp][std::size_t{to} * k + c] = Hold{dst, red};
+          if (last) done[grp][to][c] = red;
+        }
       }
     }
     hold = std::move(next);
+    // Every op of the next step waits for this step's reduction of its piece; the next phase's
+    // first sends wait for the last step's.
+    b.end_batch();
   }
   return done;
 }
 
-// Ring allgather over `group`: index i holds chunk c of segment i in its output once the ops
-// start(i, c) are done.
-// Returns, per index, the ops that wrote the other segments.
-template <typename Start>
-std::vector<std::vector<OpId>> group_allgather(Builder& b, const std::vector<RankId>& group,
-                                               const std::vector<std::vector<Piece>>& pieces,
-                                               Start start, const Lanes& lanes) {
-  const auto m = static_cast<std::uint32_t>(group.size());
-  const auto k = static_cast<std::uint32_t>(pieces.front().size());
-  std::vector<std::vector<OpId>> done(m);
-  std::vector<std::vector<OpId>> ready(m, std::vector<OpId>(k, kNoOp));
+// Ring allgather inside each of `groups`, one step of every group after the other: index i
+// holds chunk c of segment i in its output once the ops start(grp, i, c) are done.
+// `arrived(grp, i, op)` is told, as soon as it is added, of every op that wrote another segment
+// to index i's output.
+template <typename PieceOf, typename Start, typename Arrived>
+void groups_allgather(Builder& b, const std::vector<std::vector<RankId>>& groups, std::uint32_t k,
+                      PieceOf piece_of, Start start, Arrived arrived, const Lanes& lanes) {
+  const auto n = groups.size();
+  const auto m = static_cast<std::uint32_t>(groups.front().size());
+  // ready[grp][i * k + c]: the op after which index i holds what it forwards next of chunk c.
+  std::vector<std::vector<OpId>> ready(n, std::vector<OpId>(std::size_t{m} * k, kNoOp));
   for (std::uint32_t t = 0; t + 1 < m; ++t) {
-    std::vector<std::vector<OpId>> next(m, std::vector<OpId>(k, kNoOp));
-    for (std::uint32_t c = 0; c < k; ++c) {
-      for (std::uint32_t i = 0; i < m; ++i) {
-        const std::uint32_t seg = (i + m - t) % m;
-        const std::uint32_t to = (i + 1) % m;
-        const Piece piece = pieces[seg][c];
-        if (piece.bytes == 0) continue;
-        std::vector<OpId> deps = t == 0 ? start(i, c) : std::vector<OpId>{ready[i][c]};
-        const Region at{BufferId::output, piece.offset};
-        next[to][c] = b.move(group[i], at, group[to], at, piece.bytes, deps, {}, lanes, lanes);
-        done[to].push_back(next[to][c]);
+    std::vector<std::vector<OpId>> next(n, std::vector<OpId>(std::size_t{m} * k, kNoOp));
+    for (std::size_t grp = 0; grp < n; ++grp) {
+      const std::vector<RankId>& group = groups[grp];
+      for (std::uint32_t c = 0; c < k; ++c) {
+        for (std::uint32_t i = 0; i < m; ++i) {
+          const std::uint32_t seg = (i + m - t) % m;
+          const std::uint32_t to = (i + 1) % m;
+          const Piece piece = piece_of(grp, seg, c);
+          if (piece.bytes == 0) continue;
+          const std::vector<OpId> deps =
+              t == 0 ? start(grp, i, c) : std::vector<OpId>{ready[grp][std::size_t{i} * k + c]};
+          const Region at{BufferId::output, piece.offset};
+          const OpId got = b.move(group[i], at, group[to], at, piece.bytes, deps, {}, lanes, lanes);
+          next[grp][std::size_t{to} * k + c] = got;
+          arrived(grp, to, got);
+        }
       }
     }
     ready = std::move(next);
+    // Every op of the next step waits for this step's arrival of its piece.
+    b.end_batch();
   }
-  return done;
 }
 
 }  // namespace
@@ -93,65 +145,75 @@ void hierarchical(Builder& b, const Job& job, const std::vector<std::vector<Rank
     throw InternalError("hier: collective not dispatched");
   const auto S = static_cast<std::uint32_t>(servers.size());
   const auto g = static_cast<std::uint32_t>(servers.front().size());
+  const std::uint32_t k = job.k;
   const Lanes lanes = Lanes::channel(0);
-  const auto chunks = split({0, job.n}, job.k, job.element);
+  const auto chunks = split({0, job.n}, k, job.element);
   // seg[l][c]: local index l's segment of chunk c.
-  std::vector<std::vector<Piece>> seg(g, std::vector<Piece>(job.k));
-  for (std::uint32_t c = 0; c < job.k; ++c) {
+  std::vector<std::vector<Piece>> seg(g, std::vector<Piece>(k));
+  for (std::uint32_t c = 0; c < k; ++c) {
     const auto parts = split(chunks[c], g, job.element);
     for (std::uint32_t l = 0; l < g; ++l) seg[l][c] = parts[l];
   }
-  // ops[rank]: everything of the rank's latest phase that wrote its output.
+  const auto server_piece = [&](std::size_t, std::uint32_t l, std::uint32_t c) {
+    return seg[l][c];
+  };
+  // ops[rank]: the ops of phase 1 that finished the rank's segment, one per chunk; the next
+  // phase's first sends wait for them.
   std::vector<std::vector<OpId>> ops(job.p);
 
   if (g > 1) {
-    for (const auto& server : servers) {
-      const auto done = group_reduce_scatter(
-          b, server, seg,
-          [](std::uint32_t, Piece p) {
-            return Region{BufferId::input, p.offset};
-          },
-          std::vector<std::vector<OpId>>(g), lanes);
-      for (std::uint32_t l = 0; l < g; ++l) ops[server[l]] = done[l];
-    }
+    const auto done = groups_reduce_scatter(
+        b, servers, k, server_piece,
+        [](std::uint32_t, Piece p) {
+          return Region{BufferId::input, p.offset};
+        },
+        [](std::size_t, std::uint32_t) { return std::vector<OpId>{}; }, lanes);
+    for (std::uint32_t s = 0; s < S; ++s)
+      for (std::uint32_t l = 0; l < g; ++l) ops[servers[s][l]] = done[s][l];
   }
+  // tails[rank]: the last op of each of the rank's streams among those of phase 2 that wrote its
+  // output (the same condition as all of them, see StreamTails).
+  std::vector<StreamTails> tails(job.p);
   if (S > 1) {
-    for (std::uint32_t l = 0; l < g; ++l) {
-      std::vector<RankId> rail(S);
-      for (std::uint32_t s = 0; s < S; ++s) rail[s] = servers[s][l];
-      std::vector<std::vector<Piece>> sub(S, std::vector<Piece>(job.k));
-      for (std::uint32_t c = 0; c < job.k; ++c) {
-        const auto parts = split(seg[l][c], S, job.element);
-        for (std::uint32_t s = 0; s < S; ++s) sub[s][c] = parts[s];
-      }
-      std::vector<std::vector<OpId>> start(S);
-      for (std::uint32_t s = 0; s < S; ++s) start[s] = ops[rail[s]];
-      // With one GPU per server the contribution is still in the input.
-      const BufferId mine = g > 1 ? BufferId::output : BufferId::input;
-      const auto reduced = group_reduce_scatter(
-          b, rail, sub,
-          [&](std::uint32_t, Piece p) {
-            return Region{mine, p.offset};
-          },
-          start, lanes);
-      // Each chunk's allgather follows that chunk's reduce-scatter, as in the ring allreduce.
-      const auto gathered = group_allgather(
-          b, rail, sub,
-          [&](std::uint32_t i, std::uint32_t c) { return std::vector<OpId>{reduced[i][c]}; },
-          lanes);
-      for (std::uint32_t s = 0; s < S; ++s) {
-        ops[rail[s]] = reduced[s];
-        ops[rail[s]].insert(ops[rail[s]].end(), gathered[s].begin(), gathered[s].end());
-      }
-    }
+    // rails[l][s]: local index l of server s.
+    std::vector<std::vector<RankId>> rails(g, std::vector<RankId>(S));
+    for (std::uint32_t s = 0; s < S; ++s)
+      for (std::uint32_t l = 0; l < g; ++l) rails[l][s] = servers[s][l];
+    // Segment l of chunk c is cut into S sub-pieces, one per server.
+    const auto rail_piece = [&](std::size_t l, std::uint32_t s, std::uint32_t c) {
+      return nth_piece(seg[l][c], S, s, job.element);
+    };
+    // With one GPU per server the contribution is still in the input.
+    const BufferId mine = g > 1 ? BufferId::output : BufferId::input;
+    const auto reduced = groups_reduce_scatter(
+        b, rails, k, rail_piece,
+        [&](std::uint32_t, Piece p) {
+          return Region{mine, p.offset};
+        },
+        [&](std::size_t l, std::uint32_t s) { return ops[rails[l][s]]; }, lanes);
+    for (std::uint32_t l = 0; l < g; ++l)
+      for (std::uint32_t s = 0; s < S; ++s)
+        for (OpId op : reduced[l][s]) tails[rails[l][s]].add(lanes.reduce, op);
+    // Each chunk's allgather follows that chunk's reduce-scatter, as in the ring allreduce.
+    groups_allgather(
+        b, rails, k, rail_piece,
+        [&](std::size_t l, std::uint32_t s, std::uint32_t c) {
+          return std::vector<OpId>{reduced[l][s][c]};
+        },
+        [&](std::size_t l, std::uint32_t s, OpId op) {
+          tails[rails[l][s]].add(b.plan().stream(op), op);  // just added: still in the plan
+        },
+        lanes);
   }
   if (g > 1) {
-    for (const auto& server : servers) {
-      std::vector<std::vector<OpId>> start(g);
-      for (std::uint32_t l = 0; l < g; ++l) start[l] = ops[server[l]];
-      group_allgather(
-          b, server, seg, [&](std::uint32_t i, std::uint32_t) { return start[i]; }, lanes);
-    }
+    // Phase 3 starts on a rank once phase 2 is complete there, or phase 1 on one server.
+    groups_allgather(
+        b, servers, k, server_piece,
+        [&](std::size_t s, std::uint32_t l, std::uint32_t) {
+          const RankId r = servers[s][l];
+          return S > 1 ? tails[r].ops() : ops[r];
+        },
+        [](std::size_t, std::uint32_t, OpId) {}, lanes);
   }
 }
 

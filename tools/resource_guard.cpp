@@ -125,8 +125,15 @@ Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std:
   e.events = kEventsPerOp * e.ops;
   double held = e.ops;
   if (streamed && p > 1) {
-    const double steps = collective == sched::Collective::allreduce ? 2 * (p - 1) : p - 1;
-    held = std::min(e.ops, e.ops / steps * (16 + 4 * std::sqrt(p)));
+    // 16 steps and a fifth of the plan (see resource_guard.hpp). Hier: rings of g inside the
+    // servers and of S along the rails, 2 (g - 1) + 2 (S - 1) steps.
+    double steps = collective == sched::Collective::allreduce ? 2 * (p - 1) : p - 1;
+    if (algorithm == sched::Algorithm::hier) {
+      const double s = std::max(1.0, static_cast<double>(servers));
+      const double g = std::ceil(p / s);
+      steps = std::max(1.0, 2 * (g - 1) + 2 * (s - 1));
+    }
+    held = std::min(e.ops, e.ops / steps * 16 + e.ops / 5);
   }
   e.bytes = static_cast<double>(kBytesPerOp) * held;
   return e;

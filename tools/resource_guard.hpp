@@ -18,10 +18,16 @@
 //   events = 1.5 x ops   (measured 1.2 on ring allreduce: a transfer is one or two events)
 //   memory = 96 B x ops  (measured 80 B of peak RSS per op: plan, engine state and queue)
 //
-// A streamed run (sched::streams: ring collectives, simulated while generated) holds only the
-// ops between the oldest unfinished one and the newest step: memory = 96 B x the ops of
-// 16 + 4 sqrt(p) ring steps (measured on the rail-optimised cluster: 72 steps at p = 1024, k = 8,
-// 186 MiB; 4096 ranks, k = 1: 141 MiB).
+// A streamed run (sched::streams: ring collectives and hier allreduce, simulated while
+// generated) holds only the ops between the oldest unfinished one and the newest step. On a
+// machine whose links differ, ranks upstream of a slower link run ahead of it (the schedules have
+// no flow control), so that window is a share of the plan that grows during the run, not a
+// fixed number of steps. Measured on the rail-optimised cluster, 1 GiB: ring 72 steps of 2046 at
+// p = 1024, k = 8 (186 MiB), 306 of 4094 at p = 2048, k = 8 (7.5 %), and 141 MiB at p = 4096,
+// k = 1; hier (g = 8, k = 8) 29 steps of 268 at S = 128 (59 MiB), 59 of 524 at S = 256
+// (204 MiB) and 114 of 1036 at S = 512 (677 MiB, 11 %). The estimate holds the ops of 16 steps
+// plus a fifth of the plan:
+//   memory = 96 B x (ops / steps x 16 + ops / 5)
 //
 // Staging (a server without "p2p", or several servers without "gpudirect_rdma") turns a transfer
 // into copy, send, receive, copy; that is why it has its own column.

@@ -32,8 +32,8 @@ struct Simulated {
 Simulated simulate_one(const Context& context, const Point& point, sched::Algorithm algorithm,
                        std::uint32_t chunks) {
   const sched::PlanRequest request = make_request(context, point, algorithm, chunks);
-  // Ring collectives are simulated while they are generated (the model terms are summed batch
-  // by batch); the other plans come whole, in one batch.
+  // Ring collectives and hier are simulated while they are generated (the model terms are
+  // summed batch by batch); the other plans come whole, in one batch.
   const bool streamed = sched::streams(request, static_cast<sched::RankId>(request.ranks.size()));
   if (context.max_memory != 0) {
     const topo::Topology& topology = context.router->topology();

@@ -105,6 +105,47 @@ TEST_CASE("streamed ring collectives run exactly as the whole plan", "[model][st
   }
 }
 
+TEST_CASE("streamed hier allreduce runs exactly as the whole plan", "[model][streaming]") {
+  struct Machine {
+    const char* file;
+    bool ecmp;
+    std::uint32_t gpus;    // first GPUs of the file taking part; 0: all
+    std::uint32_t stride;  // every stride-th of them
+  };
+  // One server (phases 1 and 3 only), with and without host staging; four servers with staging
+  // across some of them; and the rail-optimised fabric with ECMP: 2 and 8 servers of 8 GPUs,
+  // and one GPU in each of 16 servers (phase 2 only).
+  const Machine machines[] = {
+      {"dgx-h100.json", false, 0, 1},     {"t4x4-pcie.json", false, 0, 1},
+      {"hetero-rack.json", false, 0, 1},  {"cluster-1024.json", true, 16, 1},
+      {"cluster-1024.json", true, 64, 1}, {"cluster-1024.json", true, 128, 8}};
+  for (const Machine& m : machines) {
+    const topo::Topology t = topo::load_topology(config(m.file));
+    topo::RoutingOptions ro;
+    ro.ecmp = m.ecmp;
+    const topo::Router router(t, ro);
+    std::vector<topo::NodeId> gpus;
+    const std::vector<topo::NodeId> all = t.gpus();
+    const std::size_t n = m.gpus != 0 ? m.gpus : all.size();
+    for (std::size_t i = 0; i < n; i += m.stride) gpus.push_back(all[i]);
+    for (std::uint32_t k : {1u, 3u, 8u}) {
+      PlanRequest req;
+      req.algorithm = Algorithm::hier;
+      req.size = 48 * MiB + 4 * 48 * 7;  // chunks, segments and pieces of unequal size
+      req.chunks = k;
+      req.ranks = gpus;
+      INFO(fmt::format("{} {} GPUs k={}", m.file, gpus.size(), k));
+      REQUIRE(streams(req, static_cast<RankId>(gpus.size())));
+      sim::Options o;
+      o.record_ops = true;
+      const sim::Result whole = sim::simulate(router, generate(router, req), o);
+      const Streamed s = stream(router, req, o);
+      CHECK(s.batches > 2);
+      check_same(whole, s.result);
+    }
+  }
+}
+
 TEST_CASE("a streamed run keeps a window of the plan, not all of it", "[model][streaming]") {
   const topo::Topology t = topo::load_topology(config("cluster-1024.json"));
   topo::RoutingOptions ro;
@@ -124,6 +165,28 @@ TEST_CASE("a streamed run keeps a window of the plan, not all of it", "[model][s
   // 510 steps: the window holds a few of them (each step is 256 ranks x 2 chunks x 2-3 ops).
   INFO(fmt::format("{} ops in the plan, at most {} held", whole.num_ops(), s.most_ops_held));
   CHECK(s.most_ops_held * 20 < whole.num_ops());
+}
+
+TEST_CASE("a streamed hier allreduce keeps a window of the plan, not all of it",
+          "[model][streaming]") {
+  const topo::Topology t = topo::load_topology(config("cluster-1024.json"));
+  topo::RoutingOptions ro;
+  ro.ecmp = true;
+  const topo::Router router(t, ro);
+  PlanRequest req;
+  req.algorithm = Algorithm::hier;
+  req.size = 256 * MiB;
+  req.chunks = 1;
+  const Plan whole = generate(router, req);
+  const Streamed s = stream(router, req, {});
+  const sim::Result expected = sim::simulate(router, whole);
+  CHECK(same_double(expected.time, s.result.time));
+  CHECK(expected.events == s.result.events);
+  // 128 servers of 8 GPUs: 7 + 2 x 127 + 7 = 268 steps of 1024 ranks x 2-3 ops.
+  INFO(fmt::format("{} ops in the plan, at most {} held in {} batches", whole.num_ops(),
+                   s.most_ops_held, s.batches));
+  CHECK(s.batches > 268);
+  CHECK(s.most_ops_held * 15 < whole.num_ops());
 }
 
 TEST_CASE("streamed runs stop early exactly where the whole plan does", "[model][streaming]") {
@@ -185,4 +248,15 @@ TEST_CASE("requests that cannot stream come whole, in one batch", "[model][strea
   s = stream(router, req, {});
   CHECK(s.batches == 1);
   CHECK(same_double(s.result.time, sim::simulate(router, generate(router, req)).time));
+  // hier cuts chunks into segments and segments into pieces: the same p x k elements.
+  req.algorithm = Algorithm::hier;
+  CHECK_FALSE(streams(req, 8));
+  s = stream(router, req, {});
+  CHECK(s.batches == 1);
+  CHECK(same_double(s.result.time, sim::simulate(router, generate(router, req)).time));
+  req.size = 8 * 4 * 4;
+  CHECK(streams(req, 8));
+  // Other hier collectives are refused by the generator; only allreduce streams.
+  req.collective = Collective::broadcast;
+  CHECK_FALSE(streams(req, 8));
 }
