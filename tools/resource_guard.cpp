@@ -135,6 +135,7 @@ Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std:
     }
     held = std::min(e.ops, e.ops / steps * 16 + e.ops / 5);
   }
+  e.held = held;
   e.bytes = static_cast<double>(kBytesPerOp) * held;
   return e;
 }
@@ -205,11 +206,16 @@ void check_memory(const Estimate& e, unsigned concurrent, std::uint64_t limit,
       concurrent > 1 ? fmt::format(" on each of {} threads", concurrent) : std::string();
   throw InputError(
       "", "--max-memory",
-      fmt::format("{} needs about {}{} (an estimated {:.3g} ops at {} B each, {:.3g} events), "
+      fmt::format("{} needs about {}{} ({} at {} B each, {:.3g} events), "
                   "more than the limit of {}; use fewer chunks or ranks{}, or raise "
                   "--max-memory if the machine has the memory",
-                  what, format_size_estimate(e.bytes), threads, e.ops, kBytesPerOp, e.events,
-                  format_size_estimate(static_cast<double>(limit)),
+                  what, format_size_estimate(e.bytes), threads,
+                  e.held < e.ops
+                      ? fmt::format("simulated while generated, an estimated {:.3g} of its {:.3g} "
+                                    "ops held at once",
+                                    e.held, e.ops)
+                      : fmt::format("an estimated {:.3g} ops", e.ops),
+                  kBytesPerOp, e.events, format_size_estimate(static_cast<double>(limit)),
                   concurrent > 1 ? " or fewer --jobs" : ""));
 }
 

@@ -51,6 +51,7 @@ inline constexpr double kEventsPerOp = 1.5;
 struct Estimate {
   double ops = 0;  // double: p^2 k for 100 000 ranks overflows nothing and is compared, not used
   double events = 0;
+  double held = 0;  // ops in memory at once: all of them, unless the run is streamed
   double bytes = 0;
 };
 
