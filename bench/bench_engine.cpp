@@ -47,6 +47,31 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+struct Timed {
+  sim::Result result;
+  double wall = 0;  // median over the runs, seconds
+  double cpu = 0;
+};
+
+// Runs `simulate` `repeat` times; the result of the last run and the median wall and CPU times.
+template <typename Simulate>
+Timed median_run(int repeat, Simulate simulate) {
+  std::vector<double> walls, cpus;
+  Timed t;
+  for (int i = 0; i < repeat; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cpu_seconds();
+    t.result = simulate();
+    cpus.push_back(cpu_seconds() - c0);
+    walls.push_back(seconds_since(t0));
+  }
+  std::sort(walls.begin(), walls.end());
+  std::sort(cpus.begin(), cpus.end());
+  t.wall = walls[walls.size() / 2];
+  t.cpu = cpus[cpus.size() / 2];
+  return t;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -216,19 +241,8 @@ int main(int argc, char** argv) {
     request.chunks = chunks;
     if (!case_name.empty() && !whole && sched::streams(request, gpus)) {
       // Generated while simulated, as the command line does: one figure for both.
-      std::vector<double> walls, cpus;
-      sim::Result result;
-      for (int i = 0; i < repeat; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const double c0 = cpu_seconds();
-        result = sim::simulate(router, request);
-        cpus.push_back(cpu_seconds() - c0);
-        walls.push_back(seconds_since(t0));
-      }
-      std::sort(walls.begin(), walls.end());
-      std::sort(cpus.begin(), cpus.end());
-      const double wall = walls[walls.size() / 2];
-      const double cpu = cpus[cpus.size() / 2];
+      const auto [result, wall, cpu] =
+          median_run(repeat, [&] { return sim::simulate(router, request); });
       const double rate = static_cast<double>(result.events) / cpu;
       const auto [goal, met] = target(wall, cpu, rate);
       std::printf("| %s | 1 | %llu | %.3g | %.2f (streamed) | %.2f (streamed) | %.0f | %s | %s |\n",
@@ -243,19 +257,8 @@ int main(int argc, char** argv) {
     const double generate_s = seconds_since(t0);
     const double plan_rss = peak_rss_mib();
 
-    std::vector<double> walls, cpus;
-    sim::Result result;
-    for (int i = 0; i < repeat; ++i) {
-      t0 = std::chrono::steady_clock::now();
-      const double c0 = cpu_seconds();
-      result = sim::simulate(router, plan);
-      cpus.push_back(cpu_seconds() - c0);
-      walls.push_back(seconds_since(t0));
-    }
-    std::sort(walls.begin(), walls.end());
-    std::sort(cpus.begin(), cpus.end());
-    const double wall = walls[walls.size() / 2];
-    const double cpu = cpus[cpus.size() / 2];
+    const auto [result, wall, cpu] =
+        median_run(repeat, [&] { return sim::simulate(router, plan); });
 
     if (!case_name.empty()) {
       const auto [goal, met] =

@@ -64,6 +64,18 @@ Streamed stream(const topo::Router& router, const PlanRequest& req, const sim::O
   return s;
 }
 
+// The request streams, in several batches, and its streamed run equals the whole plan's, per-op
+// timings included.
+void check_streams_exactly(const topo::Router& router, const PlanRequest& req) {
+  REQUIRE(streams(req, static_cast<RankId>(req.ranks.size())));
+  sim::Options o;
+  o.record_ops = true;
+  const sim::Result whole = sim::simulate(router, generate(router, req), o);
+  const Streamed s = stream(router, req, o);
+  CHECK(s.batches > 2);
+  check_same(whole, s.result);
+}
+
 }  // namespace
 
 TEST_CASE("streamed ring collectives run exactly as the whole plan", "[model][streaming]") {
@@ -94,13 +106,7 @@ TEST_CASE("streamed ring collectives run exactly as the whole plan", "[model][st
         req.chunks = k;
         req.ranks = gpus;
         INFO(fmt::format("{} {} k={}", m.file, to_string(c), k));
-        REQUIRE(streams(req, static_cast<RankId>(gpus.size())));
-        sim::Options o;
-        o.record_ops = true;
-        const sim::Result whole = sim::simulate(router, generate(router, req), o);
-        const Streamed s = stream(router, req, o);
-        CHECK(s.batches > 2);
-        check_same(whole, s.result);
+        check_streams_exactly(router, req);
       }
   }
 }
@@ -135,13 +141,7 @@ TEST_CASE("streamed hier allreduce runs exactly as the whole plan", "[model][str
       req.chunks = k;
       req.ranks = gpus;
       INFO(fmt::format("{} {} GPUs k={}", m.file, gpus.size(), k));
-      REQUIRE(streams(req, static_cast<RankId>(gpus.size())));
-      sim::Options o;
-      o.record_ops = true;
-      const sim::Result whole = sim::simulate(router, generate(router, req), o);
-      const Streamed s = stream(router, req, o);
-      CHECK(s.batches > 2);
-      check_same(whole, s.result);
+      check_streams_exactly(router, req);
     }
   }
 }
