@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # How the cost of generate + simulate grows with p, k and message size: ring allreduce on the
 # uniform ring machine of bench_engine, three or more points per parameter, and the exponent b of
-# a least-squares fit CPU seconds ~ a * x^b (and the same for events and peak RSS).
+# a least-squares fit CPU seconds ~ a * x^b (and the same for events and peak RSS), for the run
+# streamed as the command line does it (generated while simulated) and for the whole plan.
 #
 #   bench/scaling.sh [build-dir]        (default: build/release)
 set -euo pipefail
@@ -18,9 +19,17 @@ run() {  # label x args... -> "label x events cpu_s wall_s peak_mib"
 }
 
 {
-  for p in 64 128 256 512; do run p "$p" --gpus "$p" --size 1GiB --chunks 8; done
-  for k in 2 8 32; do run k "$k" --gpus 128 --size 1GiB --chunks "$k"; done
-  for s in 1 32 1024; do run size_MiB "$s" --gpus 128 --size "${s}MiB" --chunks 8; done
+  for mode in streamed whole; do
+    extra=()
+    [[ $mode == whole ]] && extra=(--whole)
+    for p in 64 128 256 512 1024; do
+      run "p/$mode" "$p" --gpus "$p" --size 1GiB --chunks 8 "${extra[@]}"
+    done
+    for k in 2 8 32; do run "k/$mode" "$k" --gpus 128 --size 1GiB --chunks "$k" "${extra[@]}"; done
+    for s in 1 32 1024; do
+      run "size_MiB/$mode" "$s" --gpus 128 --size "${s}MiB" --chunks 8 "${extra[@]}"
+    done
+  done
 } | python3 -c '
 import math, sys
 rows = [l.split() for l in sys.stdin if l.strip()]
