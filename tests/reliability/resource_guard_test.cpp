@@ -196,6 +196,17 @@ TEST_CASE("a streamed ring is estimated at its window, above what it was measure
   CHECK(estimate(Collective::allreduce, Algorithm::ring, 2048, 8, 256, false, true).bytes /
             kBytesPerOp >=
         12.55e6);
+  // A refusal of a streamed run says that only part of the plan is held.
+  try {
+    check_memory(estimate(Collective::allreduce, Algorithm::ring, 4096, 8, 512, false, true), 1,
+                 std::uint64_t{1} << 30, "ring allreduce on 4096 ranks, k = 8");
+    FAIL("not refused");
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("simulated while generated") != std::string::npos);
+    CHECK(what.find("ops held at once") != std::string::npos);
+  }
   // 8,192 ranks at k = 1 fit a 16 GiB limit streamed, not whole.
   CHECK_NOTHROW(
       check_memory(estimate(Collective::allreduce, Algorithm::ring, 8192, 1, 1024, false, true), 1,
