@@ -346,6 +346,9 @@ void run_command(const RunOptions& o) {
   if (!o.trace.empty()) {
     const sched::PlanRequest request =
         make_request(context, point, *parse_algo(ev.row.algo, "--algo"), ev.row.chunks);
+    // The trace observes every op, so its run holds the whole plan even where the run above
+    // streamed it.
+    check_request_memory(context, request, false, "the trace of ");
     write_trace(*loaded->router, request, o.trace);
   }
 

@@ -29,21 +29,30 @@ struct Simulated {
   ModelTerms terms;
 };
 
+}  // namespace
+
+void check_request_memory(const Context& context, const sched::PlanRequest& request, bool streamed,
+                          std::string_view purpose) {
+  if (context.max_memory == 0) return;
+  const topo::Topology& topology = context.router->topology();
+  check_memory(
+      estimate(request.collective, request.algorithm, request.ranks.size(), request.chunks,
+               count_servers(topology, request.ranks), staged_transfers(topology, request.ranks),
+               streamed),
+      context.concurrent, context.max_memory,
+      fmt::format("{}{} {} on {} ranks with k = {}", purpose, sched::to_string(request.algorithm),
+                  sched::to_string(request.collective), request.ranks.size(), request.chunks));
+}
+
+namespace {
+
 Simulated simulate_one(const Context& context, const Point& point, sched::Algorithm algorithm,
                        std::uint32_t chunks) {
   const sched::PlanRequest request = make_request(context, point, algorithm, chunks);
   // Ring collectives and hier are simulated while they are generated (the model terms are
   // summed batch by batch); the other plans come whole, in one batch.
   const bool streamed = sched::streams(request, static_cast<sched::RankId>(request.ranks.size()));
-  if (context.max_memory != 0) {
-    const topo::Topology& topology = context.router->topology();
-    check_memory(estimate(point.collective, algorithm, request.ranks.size(), chunks,
-                          count_servers(topology, request.ranks),
-                          staged_transfers(topology, request.ranks), streamed),
-                 context.concurrent, context.max_memory,
-                 fmt::format("{} {} on {} ranks with k = {}", sched::to_string(algorithm),
-                             sched::to_string(point.collective), request.ranks.size(), chunks));
-  }
+  check_request_memory(context, request, streamed);
   sim::Options options;
   options.cancel = context.cancel;
   sched::Plan plan;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "schedules/generate.hpp"
@@ -93,6 +94,12 @@ std::vector<std::uint32_t> auto_chunk_counts(std::uint64_t elements);
 // k at most the element count. Throws InputError.
 sched::PlanRequest make_request(const Context& context, const Point& point,
                                 sched::Algorithm algorithm, std::uint32_t chunks);
+
+// Refuses `request` (InputError) when its estimated memory exceeds context.max_memory (0: no
+// limit), for context.concurrent requests at once. `streamed`: simulated while generated.
+// `purpose` prefixes the request in the message ("the trace of ").
+void check_request_memory(const Context& context, const sched::PlanRequest& request, bool streamed,
+                          std::string_view purpose = {});
 
 // Simulates a point; an auto point tries every fitting pair and keeps the fastest (ties go to
 // the earlier pair). Throws InputError or InternalError.
