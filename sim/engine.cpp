@@ -846,7 +846,8 @@ void Engine::add_ops() {
   link(from, end);
   resolve_routes(from, end);
   registered_ = end;
-  batch_begin_ = from;
+  // An empty batch changes nothing: the newest ops are still those of the batch before.
+  if (from != end) batch_begin_ = from;
   if (!started_) {
     started_ = true;
     setup();

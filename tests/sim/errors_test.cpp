@@ -202,4 +202,16 @@ TEST_CASE("a streamed plan whose batch ends too early is an internal error, not 
   });
   CHECK(r.time == sim::simulate(router, chained).time);
   CHECK(r.events == sim::simulate(router, chained).events);
+  // An empty batch between them changes nothing.
+  sched::Plan gapped;
+  gapped.rank_gpu = {0, 1};
+  const auto g = sim::simulate_streaming(router, gapped, [&](std::function<void()> batch) {
+    const auto a = add_transfer(gapped, 0, 1, 1000);
+    batch();
+    batch();
+    add_transfer(gapped, 1, 0, 1000, {a.recv}, {a.recv}, 1);
+    batch();
+  });
+  CHECK(g.time == r.time);
+  CHECK(g.events == r.events);
 }
