@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -96,6 +97,17 @@ std::vector<Algorithm> algorithms_for(Collective collective, RankId ranks) {
   return out;
 }
 
+namespace {
+
+// Transfers of hier over p ranks in `servers` servers, k chunks: rings of g = p / servers inside
+// the servers and of `servers` along the rails, each a reduce-scatter and an allgather.
+double hier_transfers(double p, double servers, double k) {
+  const double g = p / servers;
+  return 2 * ((g - 1) + (servers - 1)) * p * k;
+}
+
+}  // namespace
+
 std::string why_not(const PlanRequest& req, RankId p) {
   const std::string pair =
       std::string(to_string(req.algorithm)) + " " + std::string(to_string(req.collective));
@@ -134,8 +146,13 @@ std::string why_not(const PlanRequest& req, RankId p) {
     double transfers = 0;
     switch (req.algorithm) {
       case Algorithm::ring:
-      case Algorithm::hier:
         transfers = 2 * (P - 1) * K * P;
+        break;
+      case Algorithm::hier:
+        // 2 (g - 1) + 2 (s - 1) steps of p k transfers for s servers of g GPUs; the servers are
+        // not known here, so the fewest steps any shape has (g = s = sqrt p). generate() checks
+        // the actual shape.
+        transfers = hier_transfers(P, std::sqrt(P), K);
         break;
       case Algorithm::direct:
         transfers = P * (P - 1) * K;
@@ -268,6 +285,13 @@ void generate(const topo::Router& router, const PlanRequest& req, Plan& plan,
                            "hier needs the same number of GPUs in every server (found " +
                                std::to_string(groups.front().size()) + " and " +
                                std::to_string(g.size()) + "); use ring or tree");
+      if (const double ops = 5 * hier_transfers(p, static_cast<double>(groups.size()), req.chunks);
+          ops > 4e9)
+        throw InputError("", "--algo hier",
+                         "the plan would hold about " +
+                             std::to_string(static_cast<long long>(ops)) +
+                             " ops, beyond the 2^32 a plan can address; use fewer chunks "
+                             "(--chunks) or ranks");
       detail::hierarchical(b, job, groups);
       break;
     }
