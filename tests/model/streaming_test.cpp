@@ -76,6 +76,24 @@ void check_streams_exactly(const topo::Router& router, const PlanRequest& req) {
   check_same(whole, s.result);
 }
 
+// A streamed run of `req` beside the whole plan: same time and events; the caller judges how
+// much of the plan the stream held.
+struct Windowed {
+  Streamed streamed;
+  std::size_t plan_ops = 0;
+  std::string summary;  // for INFO at the caller's checks
+};
+Windowed windowed(const topo::Router& router, const PlanRequest& req) {
+  const Plan whole = generate(router, req);
+  Windowed w{stream(router, req, {}), whole.num_ops(), {}};
+  const sim::Result expected = sim::simulate(router, whole);
+  CHECK(same_double(expected.time, w.streamed.result.time));
+  CHECK(expected.events == w.streamed.result.events);
+  w.summary = fmt::format("{} ops in the plan, at most {} held in {} batches", w.plan_ops,
+                          w.streamed.most_ops_held, w.streamed.batches);
+  return w;
+}
+
 }  // namespace
 
 TEST_CASE("streamed ring collectives run exactly as the whole plan", "[model][streaming]") {
@@ -92,9 +110,7 @@ TEST_CASE("streamed ring collectives run exactly as the whole plan", "[model][st
                               {"cluster-1024.json", true, 48}};
   for (const Machine& m : machines) {
     const topo::Topology t = topo::load_topology(config(m.file));
-    topo::RoutingOptions ro;
-    ro.ecmp = m.ecmp;
-    const topo::Router router(t, ro);
+    const topo::Router router(t, topo::RoutingOptions{.ecmp = m.ecmp});
     std::vector<topo::NodeId> gpus = t.gpus();
     if (m.gpus != 0) gpus.resize(m.gpus);
     for (Collective c : {Collective::allreduce, Collective::reduce_scatter, Collective::allgather})
@@ -127,9 +143,7 @@ TEST_CASE("streamed hier allreduce runs exactly as the whole plan", "[model][str
       {"cluster-1024.json", true, 64, 1}, {"cluster-1024.json", true, 128, 8}};
   for (const Machine& m : machines) {
     const topo::Topology t = topo::load_topology(config(m.file));
-    topo::RoutingOptions ro;
-    ro.ecmp = m.ecmp;
-    const topo::Router router(t, ro);
+    const topo::Router router(t, topo::RoutingOptions{.ecmp = m.ecmp});
     std::vector<topo::NodeId> gpus;
     const std::vector<topo::NodeId> all = t.gpus();
     const std::size_t n = m.gpus != 0 ? m.gpus : all.size();
@@ -148,45 +162,32 @@ TEST_CASE("streamed hier allreduce runs exactly as the whole plan", "[model][str
 
 TEST_CASE("a streamed run keeps a window of the plan, not all of it", "[model][streaming]") {
   const topo::Topology t = topo::load_topology(config("cluster-1024.json"));
-  topo::RoutingOptions ro;
-  ro.ecmp = true;
-  const topo::Router router(t, ro);
+  const topo::Router router(t, topo::RoutingOptions{.ecmp = true});
   PlanRequest req;
   req.algorithm = Algorithm::ring;
   req.size = 256 * MiB;
   req.chunks = 2;
   req.ranks = t.gpus();
   req.ranks.resize(256);
-  const Plan whole = generate(router, req);
-  const Streamed s = stream(router, req, {});
-  const sim::Result expected = sim::simulate(router, whole);
-  CHECK(same_double(expected.time, s.result.time));
-  CHECK(expected.events == s.result.events);
   // 510 steps: the window holds a few of them (each step is 256 ranks x 2 chunks x 2-3 ops).
-  INFO(fmt::format("{} ops in the plan, at most {} held", whole.num_ops(), s.most_ops_held));
-  CHECK(s.most_ops_held * 20 < whole.num_ops());
+  const Windowed w = windowed(router, req);
+  INFO(w.summary);
+  CHECK(w.streamed.most_ops_held * 20 < w.plan_ops);
 }
 
 TEST_CASE("a streamed hier allreduce keeps a window of the plan, not all of it",
           "[model][streaming]") {
   const topo::Topology t = topo::load_topology(config("cluster-1024.json"));
-  topo::RoutingOptions ro;
-  ro.ecmp = true;
-  const topo::Router router(t, ro);
+  const topo::Router router(t, topo::RoutingOptions{.ecmp = true});
   PlanRequest req;
   req.algorithm = Algorithm::hier;
   req.size = 256 * MiB;
   req.chunks = 1;
-  const Plan whole = generate(router, req);
-  const Streamed s = stream(router, req, {});
-  const sim::Result expected = sim::simulate(router, whole);
-  CHECK(same_double(expected.time, s.result.time));
-  CHECK(expected.events == s.result.events);
   // 128 servers of 8 GPUs: 7 + 2 x 127 + 7 = 268 steps of 1024 ranks x 2-3 ops.
-  INFO(fmt::format("{} ops in the plan, at most {} held in {} batches", whole.num_ops(),
-                   s.most_ops_held, s.batches));
-  CHECK(s.batches > 268);
-  CHECK(s.most_ops_held * 15 < whole.num_ops());
+  const Windowed w = windowed(router, req);
+  INFO(w.summary);
+  CHECK(w.streamed.batches > 268);
+  CHECK(w.streamed.most_ops_held * 15 < w.plan_ops);
 }
 
 TEST_CASE("streamed runs stop early exactly where the whole plan does", "[model][streaming]") {
