@@ -2,6 +2,8 @@
 // pipelined chains used for broadcast and reduce. Every rank's sends share one stream and are
 // issued step by step, chunk by chunk, so each link carries one transfer at a time; the
 // reductions run on their own stream and overlap the next chunk's transfer.
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "schedules/algorithms.hpp"
@@ -22,42 +24,57 @@ struct Holding {
   OpId ready = kNoOp;
 };
 
+// One Holding per (rank, chunk), in one array: a step builds the next from the last, and two
+// arrays reused step after step cost no allocation per rank and step.
+class Holdings {
+ public:
+  Holdings(RankId p, std::uint32_t k) : k_(k), all_(std::size_t{p} * k) {}
+  Holding& at(RankId r, std::uint32_t c) { return all_[std::size_t{r} * k_ + c]; }
+  // Before a step refills it: a piece of no bytes is skipped and leaves its entry empty.
+  void clear() { std::fill(all_.begin(), all_.end(), Holding{}); }
+
+ private:
+  std::uint32_t k_;
+  std::vector<Holding> all_;
+};
+
 // Reduce-scatter around the ring. At step s rank r sends segment (r - s - shift) to r + 1,
 // which adds its own input. The owner of segment j at the end is rank j - 1 + shift.
 // `final_region(rank, seg, chunk)` says where the finished sum goes; partial sums go to
 // `partial_region` (nullptr: same as final). Returns, per rank and chunk, where the finished
 // segment is and the op that finishes it.
 template <typename FinalRegion>
-std::vector<std::vector<Holding>> ring_reduce_scatter(Builder& b, const Job& job, RankId shift,
-                                                      bool partials_in_scratch,
-                                                      FinalRegion final_region) {
+Holdings ring_reduce_scatter(Builder& b, const Job& job, RankId shift, bool partials_in_scratch,
+                             FinalRegion final_region) {
   const RankId p = job.p;
   const auto segs = split({0, job.n}, p, job.element);
   std::vector<std::vector<Piece>> chunks(p);
   for (RankId j = 0; j < p; ++j) chunks[j] = split(segs[j], job.k, job.element);
   const Lanes lanes = job.pipelined ? Lanes::channel(0) : Lanes::single();
 
-  std::vector<std::vector<Holding>> hold(p, std::vector<Holding>(job.k));
+  Holdings hold(p, job.k);
+  Holdings next(p, job.k);
   for (RankId s = 0; s + 1 < p; ++s) {
     const bool last = s + 2 == p;
-    std::vector<std::vector<Holding>> next(p, std::vector<Holding>(job.k));
+    next.clear();
     for (std::uint32_t c = 0; c < job.k; ++c) {
       for (RankId r = 0; r < p; ++r) {
         const RankId seg = mod(std::int64_t{r} - s - shift, p);
         const RankId to = mod(std::int64_t{r} + 1, p);
         const Piece piece = chunks[seg][c];
         if (piece.bytes == 0) continue;
-        const Region src = s == 0 ? Region{BufferId::input, piece.offset} : hold[r][c].where;
+        const Region src = s == 0 ? Region{BufferId::input, piece.offset} : hold.at(r, c).where;
         const Region tmp = b.fresh_scratch(to, piece.bytes);
-        const OpId arrived = b.move(r, src, to, tmp, piece.bytes, {hold[r][c].ready}, lanes, lanes);
+        const OpId arrived =
+            b.move(r, src, to, tmp, piece.bytes, {hold.at(r, c).ready}, lanes, lanes);
         Region dst = final_region(to, seg, c);
         if (!last && partials_in_scratch) dst = b.fresh_scratch(to, piece.bytes);
         const OpId red = b.reduce(to, dst, {BufferId::input, piece.offset}, tmp, piece.bytes,
                                   lanes.reduce, {arrived});
-        next[to][c] = Holding{dst, red};
+        next.at(to, c) = Holding{dst, red};
       }
     }
-    hold = std::move(next);
+    std::swap(hold, next);
     // Every op of the next step waits for this step's reduction of its chunk.
     b.end_batch();
   }
@@ -66,15 +83,15 @@ std::vector<std::vector<Holding>> ring_reduce_scatter(Builder& b, const Job& job
 
 // Allgather around the ring: at step t rank r forwards segment (r - t + lead), which it holds
 // in `hold` at t = 0 and in its output afterwards.
-void ring_allgather_phase(Builder& b, const Job& job, RankId lead,
-                          std::vector<std::vector<Holding>> hold) {
+void ring_allgather_phase(Builder& b, const Job& job, RankId lead, Holdings hold) {
   const RankId p = job.p;
   const auto segs = split({0, job.n}, p, job.element);
   std::vector<std::vector<Piece>> chunks(p);
   for (RankId j = 0; j < p; ++j) chunks[j] = split(segs[j], job.k, job.element);
   const Lanes lanes = job.pipelined ? Lanes::channel(0) : Lanes::single();
+  Holdings next(p, job.k);
   for (RankId t = 0; t + 1 < p; ++t) {
-    std::vector<std::vector<Holding>> next(p, std::vector<Holding>(job.k));
+    next.clear();
     for (std::uint32_t c = 0; c < job.k; ++c) {
       for (RankId r = 0; r < p; ++r) {
         const RankId seg = mod(std::int64_t{r} - t + lead, p);
@@ -82,12 +99,12 @@ void ring_allgather_phase(Builder& b, const Job& job, RankId lead,
         const Piece piece = chunks[seg][c];
         if (piece.bytes == 0) continue;
         const Region dst{BufferId::output, piece.offset};
-        const OpId arrived =
-            b.move(r, hold[r][c].where, to, dst, piece.bytes, {hold[r][c].ready}, lanes, lanes);
-        next[to][c] = Holding{dst, arrived};
+        const OpId arrived = b.move(r, hold.at(r, c).where, to, dst, piece.bytes,
+                                    {hold.at(r, c).ready}, lanes, lanes);
+        next.at(to, c) = Holding{dst, arrived};
       }
     }
-    hold = std::move(next);
+    std::swap(hold, next);
     // Every op of the next step waits for this step's arrival of its chunk.
     b.end_batch();
   }
@@ -127,14 +144,14 @@ void ring_allgather_collective(Builder& b, const Job& job) {
   const RankId p = job.p;
   const auto segs = split({0, job.n}, p, job.element);
   const Lanes lanes = job.pipelined ? Lanes::channel(0) : Lanes::single();
-  std::vector<std::vector<Holding>> hold(p, std::vector<Holding>(job.k));
+  Holdings hold(p, job.k);
   for (RankId r = 0; r < p; ++r) {
     // The rank's own segment reaches its output by one local copy beside the ring.
     b.copy(r, {BufferId::output, segs[r].offset}, {BufferId::input, 0}, segs[r].bytes, lanes.copy,
            {});
     const auto chunks = split(segs[r], job.k, job.element);
     for (std::uint32_t c = 0; c < job.k; ++c)
-      hold[r][c] = Holding{{BufferId::input, chunks[c].offset - segs[r].offset}, kNoOp};
+      hold.at(r, c) = Holding{{BufferId::input, chunks[c].offset - segs[r].offset}, kNoOp};
   }
   ring_allgather_phase(b, job, 0, std::move(hold));
 }

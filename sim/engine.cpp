@@ -798,6 +798,7 @@ void Engine::setup() {
   std::vector<double> capacity(map_.size());
   for (ResourceId r = 0; r < map_.size(); ++r) capacity[r] = map_.capacity(topo_, r);
   flows_.reset(std::move(capacity));
+  flows_.report_touched(observer_ != nullptr);
   engines_.assign(topo_.num_nodes(), CopyEngines{});
   for (NodeId g = 0; g < topo_.num_nodes(); ++g)
     engines_[g].total = engines_[g].free = topo_.node(g).copy_engines;

@@ -71,6 +71,7 @@ void FlowModel::settle_demand(ResourceId r) {
 
 void FlowModel::touch_slack(const Flow& flow) {
   // The flow's resources whose load changed without a re-share: observers still see them.
+  if (!report_touched_) return;
   for (const Use& use : flow.uses)
     if (res_[use.resource].capacity < kUnlimited && res_[use.resource].stamp != epoch_)
       comp_res_.push_back(use.resource);

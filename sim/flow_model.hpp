@@ -50,8 +50,10 @@ class FlowModel {
   // Flows whose completion time changed during the last start/release/set_capacity: the caller
   // schedules finish_time(f) tagged with version(f); older events of those flows are stale.
   const std::vector<FlowId>& rescheduled() const { return rescheduled_; }
-  // Resources whose shares the last call recomputed (for observers).
+  // Resources whose shares the last call recomputed, and those whose load changed without a
+  // re-share when report_touched(true) was called (for observers; off, it costs nothing).
   const std::vector<ResourceId>& touched() const { return comp_res_; }
+  void report_touched(bool on) { report_touched_ = on; }
 
   double finish_time(FlowId f) const { return flows_[f].finish; }  // kUnlimited when stalled
   std::uint32_t version(FlowId f) const { return flows_[f].version; }
@@ -150,6 +152,7 @@ class FlowModel {
   std::vector<FlowId> by_bound_;
   std::vector<Level> heap_;
   std::uint32_t epoch_ = 0;
+  bool report_touched_ = false;
 };
 
 }  // namespace collsim::sim
