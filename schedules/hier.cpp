@@ -10,6 +10,9 @@
 // share no rank. A step's ops wait for the step before (its reductions, or its arrivals), and a
 // phase's first step waits for the last step of the phase before, so a batch can end after
 // every step (Builder::end_batch) when every piece holds an element (sched::streams).
+#include <algorithm>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "schedules/algorithms.hpp"
@@ -67,10 +70,13 @@ std::vector<std::vector<std::vector<OpId>>> groups_reduce_scatter(
     OpId ready = kNoOp;
   };
   // hold[grp][i * k + c]: where index i of group grp holds its partial sum of chunk c.
+  // Two arrays reused step after step: no allocation per group and step.
   std::vector<std::vector<Hold>> hold(n, std::vector<Hold>(std::size_t{m} * k));
+  std::vector<std::vector<Hold>> next = hold;
+  std::vector<OpId> first;
   for (std::uint32_t s = 0; s + 1 < m; ++s) {
     const bool last = s + 2 == m;
-    std::vector<std::vector<Hold>> next(n, std::vector<Hold>(std::size_t{m} * k));
+    for (auto& row : next) std::fill(row.begin(), row.end(), Hold{});
     for (std::size_t grp = 0; grp < n; ++grp) {
       const std::vector<RankId>& group = groups[grp];
       for (std::uint32_t c = 0; c < k; ++c) {
@@ -81,7 +87,9 @@ std::vector<std::vector<std::vector<OpId>>> groups_reduce_scatter(
           if (piece.bytes == 0) continue;
           const Hold& held = hold[grp][std::size_t{i} * k + c];
           const Region src = s == 0 ? own(i, piece) : held.where;
-          const std::vector<OpId> deps = s == 0 ? start(grp, i) : std::vector<OpId>{held.ready};
+          if (s == 0) first = start(grp, i);
+          const std::span<const OpId> deps =
+              s == 0 ? std::span<const OpId>(first) : std::span<const OpId>(&held.ready, 1);
           const Region tmp = b.fresh_scratch(group[to], piece.bytes);
           const OpId got =
               b.move(group[i], src, group[to], tmp, piece.bytes, deps, {}, lanes, lanes);
@@ -94,7 +102,7 @@ std::vector<std::vector<std::vector<OpId>>> groups_reduce_scatter(
         }
       }
     }
-    hold = std::move(next);
+    std::swap(hold, next);
     // Every op of the next step waits for this step's reduction of its piece; the next phase's
     // first sends wait for the last step's.
     b.end_batch();
@@ -113,8 +121,10 @@ void groups_allgather(Builder& b, const std::vector<std::vector<RankId>>& groups
   const auto m = static_cast<std::uint32_t>(groups.front().size());
   // ready[grp][i * k + c]: the op after which index i holds what it forwards next of chunk c.
   std::vector<std::vector<OpId>> ready(n, std::vector<OpId>(std::size_t{m} * k, kNoOp));
+  std::vector<std::vector<OpId>> next = ready;
+  std::vector<OpId> first;
   for (std::uint32_t t = 0; t + 1 < m; ++t) {
-    std::vector<std::vector<OpId>> next(n, std::vector<OpId>(std::size_t{m} * k, kNoOp));
+    for (auto& row : next) std::fill(row.begin(), row.end(), kNoOp);
     for (std::size_t grp = 0; grp < n; ++grp) {
       const std::vector<RankId>& group = groups[grp];
       for (std::uint32_t c = 0; c < k; ++c) {
@@ -123,8 +133,10 @@ void groups_allgather(Builder& b, const std::vector<std::vector<RankId>>& groups
           const std::uint32_t to = (i + 1) % m;
           const Piece piece = piece_of(grp, seg, c);
           if (piece.bytes == 0) continue;
-          const std::vector<OpId> deps =
-              t == 0 ? start(grp, i, c) : std::vector<OpId>{ready[grp][std::size_t{i} * k + c]};
+          if (t == 0) first = start(grp, i, c);
+          const std::span<const OpId> deps =
+              t == 0 ? std::span<const OpId>(first)
+                     : std::span<const OpId>(&ready[grp][std::size_t{i} * k + c], 1);
           const Region at{BufferId::output, piece.offset};
           const OpId got = b.move(group[i], at, group[to], at, piece.bytes, deps, {}, lanes, lanes);
           next[grp][std::size_t{to} * k + c] = got;
@@ -132,7 +144,7 @@ void groups_allgather(Builder& b, const std::vector<std::vector<RankId>>& groups
         }
       }
     }
-    ready = std::move(next);
+    std::swap(ready, next);
     // Every op of the next step waits for this step's arrival of its piece.
     b.end_batch();
   }
