@@ -121,9 +121,14 @@ class FlowModel {
     ResourceId resource;
   };
   // Heap order: lowest share first, ties by resource id, so that runs repeat exactly.
-  static bool later(const Level& a, const Level& b) {
-    return a.share > b.share || (a.share == b.share && a.resource > b.resource);
-  }
+  // A function object, not a function: passed to the heap algorithms as a pointer, a function
+  // was called through it at every comparison instead of being inlined.
+  struct Later {
+    bool operator()(const Level& a, const Level& b) const {
+      return a.share > b.share || (a.share == b.share && a.resource > b.resource);
+    }
+  };
+  static constexpr Later later{};
   static double share(const Resource& res) {
     return res.remaining > 0 ? res.remaining / res.weight_sum : 0.0;
   }
