@@ -23,10 +23,12 @@
 // machine whose links differ, ranks upstream of a slower link run ahead of it (per-channel flow
 // control would not stop that: the lead grows by its bound per hop, docs/performance.md), so
 // that window is a share of the plan that grows during the run, not a fixed number of steps.
-// Measured on the rail-optimised cluster, 1 GiB: ring 72 steps of 2046 at p = 1024, k = 8 (186
-// MiB), 306 of 4094 at p = 2048, k = 8 (7.5 %), and 141 MiB at p = 4096, k = 1; hier (g = 8, k = 8)
-// 29 steps of 268 at S = 128 (59 MiB), 59 of 524 at S = 256 (204 MiB) and 114 of 1036 at S = 512
-// (677 MiB, 11 %). The estimate holds the ops of 16 steps plus a fifth of the plan:
+// Measured on the rail-optimised cluster, 1 GiB:
+//   ring  72 steps of 2046 at p = 1024, k = 8 (186 MiB); 306 of 4094 at p = 2048, k = 8 (7.5 %);
+//         141 MiB at p = 4096, k = 1
+//   hier  (g = 8, k = 8) 29 steps of 268 at S = 128 (59 MiB), 59 of 524 at S = 256 (204 MiB),
+//         114 of 1036 at S = 512 (677 MiB, 11 %)
+// The estimate holds the ops of 16 steps plus a fifth of the plan:
 //   memory = 96 B x (ops / steps x 16 + ops / 5)
 //
 // Staging (a server without "p2p", or several servers without "gpudirect_rdma") turns a transfer

@@ -29,23 +29,6 @@ struct Simulated {
   ModelTerms terms;
 };
 
-}  // namespace
-
-void check_request_memory(const Context& context, const sched::PlanRequest& request, bool streamed,
-                          std::string_view purpose) {
-  if (context.max_memory == 0) return;
-  const topo::Topology& topology = context.router->topology();
-  check_memory(
-      estimate(request.collective, request.algorithm, request.ranks.size(), request.chunks,
-               count_servers(topology, request.ranks), staged_transfers(topology, request.ranks),
-               streamed),
-      context.concurrent, context.max_memory,
-      fmt::format("{}{} {} on {} ranks with k = {}", purpose, sched::to_string(request.algorithm),
-                  sched::to_string(request.collective), request.ranks.size(), request.chunks));
-}
-
-namespace {
-
 Simulated simulate_one(const Context& context, const Point& point, sched::Algorithm algorithm,
                        std::uint32_t chunks) {
   const sched::PlanRequest request = make_request(context, point, algorithm, chunks);
@@ -102,6 +85,19 @@ double copy_bandwidth(const topo::Router& router, const topo::Topology& topology
 }
 
 }  // namespace
+
+void check_request_memory(const Context& context, const sched::PlanRequest& request, bool streamed,
+                          std::string_view purpose) {
+  if (context.max_memory == 0) return;
+  const topo::Topology& topology = context.router->topology();
+  check_memory(
+      estimate(request.collective, request.algorithm, request.ranks.size(), request.chunks,
+               count_servers(topology, request.ranks), staged_transfers(topology, request.ranks),
+               streamed),
+      context.concurrent, context.max_memory,
+      fmt::format("{}{} {} on {} ranks with k = {}", purpose, sched::to_string(request.algorithm),
+                  sched::to_string(request.collective), request.ranks.size(), request.chunks));
+}
 
 void ModelTermsSum::add(const sched::Plan& plan) {
   const topo::Topology& topology = router_.topology();
