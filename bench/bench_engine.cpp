@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
   double min_rate = 0;
   bool sweep = false;
   bool whole = false;
+  bool components = false;
+  bool stats = false;
   std::string routing = "ecmp";
   app.add_option("--gpus", gpus, "Number of GPUs")->check(CLI::Range(2u, 1u << 20));
   app.add_option("--size", size_text, "Allreduce size, e.g. 1GiB");
@@ -119,6 +121,12 @@ int main(int argc, char** argv) {
   app.add_flag("--whole", whole,
                "Targets table: generate the whole plan, then simulate it, even where the "
                "command line would simulate it while generating (ring collectives)");
+  app.add_flag("--components", components,
+               "Re-share every arrival and departure over its whole sharing component instead of "
+               "its region (sim::Options::sharing_regions off), to measure what regions save");
+  app.add_flag("--stats", stats,
+               "Targets table: also print, on stderr, the simulated time to the last digit and "
+               "how much re-sharing the run did");
   app.add_option("--routing", routing,
                  "ecmp (the command line's default) or shortest: how flows pick among "
                  "equal-cost paths")
@@ -244,6 +252,21 @@ int main(int argc, char** argv) {
       return 0;
     }
 
+    sim::Options options;
+    options.sharing_regions = !components;
+    const auto report = [&](const sim::Result& r) {
+      if (!stats) return;
+      const sim::SharingStats& s = r.sharing;
+      const auto fillings = s.regions + s.refills + s.components;
+      std::fprintf(stderr,
+                   "simulated %.17g s; re-shares: %llu regions (%llu refills, %llu fell back), "
+                   "%llu components; %.1f flows per filling\n",
+                   r.time, static_cast<unsigned long long>(s.regions),
+                   static_cast<unsigned long long>(s.refills),
+                   static_cast<unsigned long long>(s.fallbacks),
+                   static_cast<unsigned long long>(s.components),
+                   fillings ? static_cast<double>(s.filled) / static_cast<double>(fillings) : 0.0);
+    };
     sched::PlanRequest request;
     request.collective = sched::Collective::allreduce;
     request.algorithm = *algorithm;
@@ -252,7 +275,8 @@ int main(int argc, char** argv) {
     if (!case_name.empty() && !whole && sched::streams(request, gpus)) {
       // Generated while simulated, as the command line does: one figure for both.
       const auto [result, wall, cpu] =
-          median_run(repeat, [&] { return sim::simulate(router, request); });
+          median_run(repeat, [&] { return sim::simulate(router, request, options); });
+      report(result);
       const double rate = static_cast<double>(result.events) / cpu;
       const auto [goal, met] = target(wall, cpu, rate);
       std::printf("| %s | 1 | %llu | %.3g | %.2f (streamed) | %.2f (streamed) | %.0f | %s | %s |\n",
@@ -268,9 +292,10 @@ int main(int argc, char** argv) {
     const double plan_rss = peak_rss_mib();
 
     const auto [result, wall, cpu] =
-        median_run(repeat, [&] { return sim::simulate(router, plan); });
+        median_run(repeat, [&] { return sim::simulate(router, plan, options); });
 
     if (!case_name.empty()) {
+      report(result);
       const auto [goal, met] =
           target(generate_s + wall, generate_cpu + cpu, static_cast<double>(result.events) / cpu);
       std::printf(

@@ -753,6 +753,7 @@ Result Engine::collect(StopReason stop) {
   r.events = events_;
   r.flows = flow_count_;
   r.stop = stop;
+  r.sharing = flows_.stats();
   const std::size_t links = topo_.num_links();
   r.link_bytes.resize(links);
   r.link_busy.resize(links);
@@ -799,6 +800,7 @@ void Engine::setup() {
   for (ResourceId r = 0; r < map_.size(); ++r) capacity[r] = map_.capacity(topo_, r);
   flows_.reset(std::move(capacity));
   flows_.report_touched(observer_ != nullptr);
+  flows_.local_regions(options_.sharing_regions);
   engines_.assign(topo_.num_nodes(), CopyEngines{});
   for (NodeId g = 0; g < topo_.num_nodes(); ++g)
     engines_[g].total = engines_[g].free = topo_.node(g).copy_engines;

@@ -16,6 +16,7 @@
 
 #include "schedules/generate.hpp"
 #include "schedules/plan.hpp"
+#include "sim/flow_model.hpp"
 #include "sim/observer.hpp"
 #include "sim/resources.hpp"
 #include "topology/routing.hpp"
@@ -52,6 +53,9 @@ struct Options {
   double max_time = kUnlimited;               // simulated seconds
   const std::atomic<bool>* cancel = nullptr;  // polled after every event
   std::string plan_file;                      // names the plan in error messages; may be empty
+  // Re-share arrivals and departures by region (sim/flow_model.hpp); off, by whole component.
+  // The same rates to 1e-9 either way: off is for tests and measurements.
+  bool sharing_regions = true;
 };
 
 enum class StopReason : std::uint8_t { finished, event_limit, time_limit, cancelled };
@@ -90,6 +94,7 @@ struct Result {
   std::vector<CopyEngineUsage> copy_engines;  // GPUs that ran copies, by NodeId
   std::vector<double> background_end;         // by background index; kUnlimited if unfinished
   std::vector<OpTiming> ops;                  // by OpId when Options::record_ops
+  SharingStats sharing;
 };
 
 Result simulate(const topo::Router& router, const sched::Plan& plan, const Options& options = {});

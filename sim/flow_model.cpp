@@ -121,6 +121,7 @@ void FlowModel::start(FlowId f, double bytes, double now) {
   new_epoch();
   touch_slack(flow);
   flow.rate = flow.bound;
+  flow.bottleneck = kNoResource;
   flow.finish = flow.rate == kUnlimited ? now
                 : flow.rate > 0         ? now + bytes / flow.rate
                                         : kUnlimited;
@@ -181,7 +182,7 @@ void FlowModel::set_capacity(ResourceId r, double capacity, double now) {
   if (!(capacity < kUnlimited)) res_[r].demand = 0;
   rescheduled_.clear();
   comp_res_.clear();
-  reshare(now);
+  reshare_component(now);
 }
 
 double FlowModel::load(ResourceId r) const {
@@ -238,9 +239,10 @@ double FlowModel::lowest_in_heap(ResourceId& bottleneck) {
   return kUnlimited;
 }
 
-void FlowModel::freeze(Flow& flow, double rate) {
+void FlowModel::freeze(Flow& flow, double rate, ResourceId bottleneck) {
   flow.frozen = true;
   flow.new_rate = rate;
+  flow.bottleneck = bottleneck;
   for (const Use& use : flow.uses) {
     Resource& res = res_[use.resource];
     if (res.stamp != epoch_) continue;
@@ -260,7 +262,17 @@ void FlowModel::new_epoch() {
 }
 
 void FlowModel::reshare(double now) {
+  if (local_ && fill_region()) {
+    commit(now);
+    return;
+  }
+  reshare_component(now);
+}
+
+void FlowModel::reshare_component(double now) {
+  ++stats_.components;
   new_epoch();
+  comp_res_.clear();
   comp_flows_.clear();
   // Seeds join even when slack or unlimited (a capacity that became unlimited frees its flows);
   // from there the component grows through binding resources only.
@@ -277,23 +289,68 @@ void FlowModel::reshare(double now) {
           add_to_component(use.resource);
     }
   }
+  fill();
+  commit(now);
+}
 
+void FlowModel::add_to_region(FlowId f) {
+  Flow& flow = flows_[f];
+  flow.stamp = epoch_;
+  comp_flows_.push_back(f);
+  for (const Use& use : flow.uses)
+    if (res_[use.resource].stamp != epoch_ && binding(res_[use.resource]))
+      add_to_component(use.resource);
+}
+
+bool FlowModel::fill_region() {
+  ++stats_.regions;
+  new_epoch();
+  comp_res_.clear();
+  comp_flows_.clear();
+  for (ResourceId s : seeds_)
+    for (const Entry& e : res_[s].flows)
+      if (flows_[e.flow].stamp != epoch_) add_to_region(e.flow);
+  for (unsigned growth = 0;; ++growth) {
+    fill();
+    const Check check = check_region();
+    if (check == Check::settled) return true;
+    if (check == Check::too_wide || growth == kMaxGrowth || comp_flows_.size() > kMaxRegionFlows) {
+      ++stats_.fallbacks;
+      return false;
+    }
+    ++stats_.refills;
+  }
+}
+
+void FlowModel::fill() {
+  // Flows outside the set (a region's neighbours) keep their rates: each resource offers the
+  // set what they leave. A component has no flow outside it on its resources.
+  stats_.filled += comp_flows_.size();
   for (ResourceId r : comp_res_) {
     Resource& res = res_[r];
     res.remaining = res.capacity;
-    res.unfrozen = static_cast<std::uint32_t>(res.flows.size());
+    res.unfrozen = 0;
     res.weight_sum = 0;
-    for (const Entry& e : res.flows) res.weight_sum += flows_[e.flow].uses[e.use].weight;
+    res.level = kUnlimited;
+    for (const Entry& e : res.flows) {
+      const Flow& flow = flows_[e.flow];
+      const double weight = flow.uses[e.use].weight;
+      if (flow.stamp == epoch_) {
+        ++res.unfrozen;
+        res.weight_sum += weight;
+      } else if (flow.rate < kUnlimited) {
+        res.remaining -= weight * flow.rate;
+      }
+    }
   }
   by_bound_.clear();
   for (FlowId f : comp_flows_) {
     Flow& flow = flows_[f];
-    if (flow.rate > 0 && flow.rate < kUnlimited) flow.remaining -= flow.rate * (now - flow.last);
-    flow.last = now;
     flow.frozen = false;
     flow.new_rate = kUnlimited;
-    // A bound set by a resource of the component is enforced by that resource itself; only a
-    // bound from a slack resource outside it needs a level of its own.
+    flow.bottleneck = kNoResource;
+    // A bound set by a resource of the set is enforced by that resource itself; only a bound
+    // from a slack resource outside it needs a level of its own.
     double inside = kUnlimited;
     for (const Use& use : flow.uses)
       if (res_[use.resource].stamp == epoch_)
@@ -305,8 +362,8 @@ void FlowModel::reshare(double now) {
   });
 
   // Progressive filling: the lowest level, a resource's fair share or flows' own bounds, freezes
-  // its flows there; repeat. The first rounds scan the component's resources; a component with
-  // many distinct levels then moves them into a heap (lowest_in_heap).
+  // its flows there; repeat. The first rounds scan the set's resources; a set with many distinct
+  // levels then moves them into a heap (lowest_in_heap).
   std::size_t next_bound = 0;
   bool heaped = false;
   for (unsigned round = 0;; ++round) {
@@ -327,7 +384,7 @@ void FlowModel::reshare(double now) {
       for (; next_bound < by_bound_.size(); ++next_bound) {
         Flow& flow = flows_[by_bound_[next_bound]];
         if (!(flow.bound < level)) break;
-        if (!flow.frozen) freeze(flow, flow.bound);
+        if (!flow.frozen) freeze(flow, flow.bound, kNoResource);
       }
       continue;
     }
@@ -336,14 +393,56 @@ void FlowModel::reshare(double now) {
       std::pop_heap(heap_.begin(), heap_.end(), later);
       heap_.pop_back();
     }
+    res_[bottleneck].level = level;
     for (const Entry& e : res_[bottleneck].flows) {
       Flow& flow = flows_[e.flow];
-      if (!flow.frozen) freeze(flow, level);
+      if (flow.stamp == epoch_ && !flow.frozen) freeze(flow, level, bottleneck);
     }
   }
+}
 
+FlowModel::Check FlowModel::check_region() {
+  // The region's flows have bottlenecks by construction, unless an outside flow on one is faster
+  // than the level it set. An outside flow whose bottleneck is in the region must find it still
+  // saturated and itself still the fastest there. Anything else kept its bottleneck: no rate on
+  // its resources changed.
+  joining_.clear();
+  for (ResourceId r : comp_res_) {
+    const Resource& res = res_[r];
+    double load = 0;
+    double fastest = 0;
+    bool outsiders = false;
+    for (const Entry& e : res.flows) {
+      const Flow& flow = flows_[e.flow];
+      const double x = flow.stamp == epoch_ ? flow.new_rate : flow.rate;
+      load += flow.uses[e.use].weight * x;
+      fastest = std::max(fastest, x);
+      outsiders = outsiders || flow.stamp != epoch_;
+    }
+    if (!outsiders) continue;
+    const bool saturated = load >= res.capacity * (1 - kTolerance);
+    for (const Entry& e : res.flows) {
+      const Flow& flow = flows_[e.flow];
+      if (flow.stamp == epoch_) continue;
+      const bool above_level = res.level < kUnlimited && flow.rate > res.level * (1 + kTolerance);
+      const bool lost_bottleneck =
+          flow.bottleneck == r && (!saturated || flow.rate < fastest * (1 - kTolerance));
+      if (above_level || lost_bottleneck) joining_.push_back(e.flow);
+    }
+  }
+  if (joining_.empty()) return Check::settled;
+  if (joining_.size() > comp_flows_.size() && comp_flows_.size() > kSmallRegion)
+    return Check::too_wide;
+  for (FlowId f : joining_)
+    if (flows_[f].stamp != epoch_) add_to_region(f);
+  return Check::grown;
+}
+
+void FlowModel::commit(double now) {
   for (FlowId f : comp_flows_) {
     Flow& flow = flows_[f];
+    if (flow.rate > 0 && flow.rate < kUnlimited) flow.remaining -= flow.rate * (now - flow.last);
+    flow.last = now;
     if (flow.scheduled && flow.new_rate == flow.rate) continue;
     flow.rate = flow.new_rate;
     if (flow.remaining <= 0 || flow.rate == kUnlimited)
