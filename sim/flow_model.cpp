@@ -262,9 +262,14 @@ void FlowModel::new_epoch() {
 }
 
 void FlowModel::reshare(double now) {
-  if (local_ && fill_region()) {
-    commit(now);
-    return;
+  if (local_ && skip_ == 0) {
+    if (fill_region()) {
+      commit(now);
+      return;
+    }
+    skip_ = kSkipAfterFallback;
+  } else if (skip_ > 0) {
+    --skip_;
   }
   reshare_component(now);
 }

@@ -32,6 +32,7 @@
 // region that keeps growing falls back to its whole component. So a departure re-shares the few
 // flows its freed bandwidth can reach, not every flow coupled to them: on a cluster-wide tree,
 // a dozen flows instead of hundreds. The checks allow 1e-9 relative, the margin binding() uses.
+// After a fallback the next few re-shares skip the region (kSkipAfterFallback).
 //
 // A flow whose rate came out exactly as before keeps its completion time, so an undisturbed flow
 // ends at exactly start + bytes / rate.
@@ -204,6 +205,11 @@ class FlowModel {
   std::uint32_t epoch_ = 0;
   bool report_touched_ = false;
   bool local_ = true;
+  // After a region falls back, the next few re-shares go straight to their component: where
+  // regions do not pay (an all-to-all, where each grows to half the component before failing),
+  // trying each one first would cost more than the component alone.
+  static constexpr unsigned kSkipAfterFallback = 4;
+  unsigned skip_ = 0;
   SharingStats stats_;
 };
 
