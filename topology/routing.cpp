@@ -114,6 +114,14 @@ struct Router::Cache {
   Adjacency out;
   Adjacency in;
   std::vector<std::uint64_t> link_ps;
+  // The links entering each node as (source node, latency) pairs, in `in` order: the search
+  // reads them contiguously instead of through each link's record.
+  struct InEdge {
+    NodeId from;
+    std::uint64_t ps;
+  };
+  std::vector<std::uint32_t> in_begin;
+  std::vector<InEdge> in_edges;
   std::vector<std::uint32_t> name_rank;  // position of each node in name order
 
   static constexpr std::size_t kShards = 64;
@@ -157,6 +165,13 @@ struct Router::Cache {
         table_limit(limit) {
     for (LinkId id = 0; id < t.num_links(); ++id)
       link_ps[id] = static_cast<std::uint64_t>(std::llround(t.link(id).latency * 1e12));
+    in_begin.reserve(t.num_nodes() + 1);
+    in_edges.reserve(t.num_links());
+    for (NodeId n = 0; n < t.num_nodes(); ++n) {
+      in_begin.push_back(static_cast<std::uint32_t>(in_edges.size()));
+      for (LinkId id : in.of(n)) in_edges.push_back(InEdge{t.link(id).from, link_ps[id]});
+    }
+    in_begin.push_back(static_cast<std::uint32_t>(in_edges.size()));
     std::vector<NodeId> order(t.num_nodes());
     std::iota(order.begin(), order.end(), NodeId{0});
     std::sort(order.begin(), order.end(),
@@ -191,6 +206,10 @@ struct Router::Cache {
     s.label[to] = Label{0, 0};
     s.touched.push_back(to);
     s.heap.push_back({s.label[to], to});
+    return resume(s, from);
+  }
+  // Carries on a search stopped early: towards a farther `from`, or to the end (kNoNode).
+  std::uint64_t resume(Scratch& s, NodeId from) const {
     std::uint64_t settled = 0;
     while (!s.heap.empty()) {
       if (from != kNoNode && s.label[from].finite() && !(s.heap.front().label < s.label[from]))
@@ -200,9 +219,9 @@ struct Router::Cache {
       s.heap.pop_back();
       if (s.label[e.node] < e.label) continue;  // stale entry
       ++settled;
-      for (LinkId id : in.of(e.node)) {
-        const NodeId v = topology.link(id).from;
-        const Label nl = extend(e.label, link_ps[id]);
+      for (std::uint32_t i = in_begin[e.node]; i < in_begin[e.node + 1]; ++i) {
+        const NodeId v = in_edges[i].from;
+        const Label nl = extend(e.label, in_edges[i].ps);
         if (nl < s.label[v]) {
           if (!s.label[v].finite()) s.touched.push_back(v);
           s.label[v] = nl;
@@ -289,25 +308,26 @@ struct Router::Cache {
       unreachable(from, to);
     }
     Route r = walk(scratch->label.data(), nullptr, from, to, ecmp, flow_key, chose);
-    release(std::move(scratch));
-    // Once the early-stopping searches towards `to` have cost as much as a complete one, a
-    // complete table pays for itself; this keeps any query pattern within twice the best.
+    // Once the early-stopping searches towards `to` have cost half a complete one, this search
+    // carries on to the end and becomes the destination's table: the rest costs at most as much
+    // again, so any query pattern stays within twice the best, and a destination queried from
+    // far away a few times (a tree's parent and children) costs one search instead of three.
     const std::uint64_t total = search_work[to].fetch_add(work) + work;
-    if (total >= topology.num_nodes()) build_table(to);
+    if (2 * total >= topology.num_nodes()) build_table(to, *scratch);
+    release(std::move(scratch));
     return r;
   }
 
-  void build_table(NodeId to) {
+  // `scratch` holds a search towards `to`, stopped early or not; it is finished here.
+  void build_table(NodeId to, Scratch& scratch) {
     const std::size_t bytes = topology.num_nodes() * (sizeof(Label) + sizeof(LinkId));
     if (table_bytes.fetch_add(bytes) + bytes > table_limit) {
       table_bytes.fetch_sub(bytes);
       return;
     }
-    auto scratch = acquire();
-    search(*scratch, to, kNoNode);
+    resume(scratch, kNoNode);
     auto table = std::make_unique<Table>();
-    table->label = scratch->label;
-    release(std::move(scratch));
+    table->label = scratch.label;
     table->next.assign(topology.num_nodes(), 0);
     std::vector<Candidate> candidates;
     bool chose = false;
