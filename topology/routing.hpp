@@ -11,10 +11,10 @@
 // pair and the hop index, as a switch hashing a flow's header would.
 //
 // Cost: a query runs Dijkstra backwards from the destination and stops as soon as the source's
-// distance is final, so neighbours in a huge graph are cheap. A destination queried often gets a
-// complete distance table (16 bytes per node, within RoutingOptions::table_memory), after which
-// each new source costs only a walk along its path: all-pairs over 1024 GPUs takes well under a
-// second.
+// distance is final, so neighbours in a huge graph are cheap. A destination whose searches have
+// settled half the graph gets a complete distance table (the last search carried on to the end;
+// 20 bytes per node, within RoutingOptions::table_memory), after which each new source costs
+// only a walk along its path: all-pairs over 1024 GPUs takes well under a second.
 #include <cstdint>
 #include <vector>
 
