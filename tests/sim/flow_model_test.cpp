@@ -4,6 +4,7 @@
 #include "sim/flow_model.hpp"
 
 #include <catch2/catch.hpp>
+#include <optional>
 #include <set>
 
 #include "sim/event_queue.hpp"
@@ -131,6 +132,15 @@ Uses random_uses(Lcg& next, FlowModel& m, FlowId f, std::size_t resources, std::
     m.add_use(f, r, w);
   }
   return uses;
+}
+
+// One of the active flows at random, or none when none is.
+std::optional<FlowId> random_active(Lcg& next, const std::vector<bool>& active) {
+  std::vector<FlowId> ids;
+  for (FlowId f = 0; f < active.size(); ++f)
+    if (active[f]) ids.push_back(f);
+  if (ids.empty()) return std::nullopt;
+  return ids[next(ids.size())];
 }
 
 }  // namespace
@@ -279,11 +289,9 @@ TEST_CASE("incremental sharing equals max-min from scratch after every change", 
         m.start(f, 1e9, now);
         active[f] = true;
       } else if (op < 9) {
-        std::vector<FlowId> live;
-        for (FlowId f = 0; f < active.size(); ++f)
-          if (active[f]) live.push_back(f);
-        if (live.empty()) continue;
-        const FlowId f = live[next(live.size())];
+        const auto live = random_active(next, active);
+        if (!live) continue;
+        const FlowId f = *live;
         m.release(f, now, false);
         active[f] = false;
       } else {
@@ -335,10 +343,7 @@ TEST_CASE("regions re-share exactly what whole components do, on a large random 
         whole.start(f, 1e9, now);
         active[f] = true;
       } else if (op < 9) {
-        std::vector<FlowId> ids;
-        for (FlowId f = 0; f < active.size(); ++f)
-          if (active[f]) ids.push_back(f);
-        const FlowId f = ids[next(ids.size())];
+        const FlowId f = *random_active(next, active);  // at least 50 are active here
         local.release(f, now, false);
         whole.release(f, now, false);
         active[f] = false;
