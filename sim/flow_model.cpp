@@ -459,6 +459,11 @@ void FlowModel::commit(double now) {
     flow.scheduled = true;
     ++flow.version;
     rescheduled_.push_back(f);
+    // Its slack resources were not re-shared, but their load moved with its rate.
+    if (report_touched_)
+      for (const Use& use : flow.uses)
+        if (res_[use.resource].capacity < kUnlimited && res_[use.resource].stamp != epoch_)
+          add_to_component(use.resource);
   }
 }
 

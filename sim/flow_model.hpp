@@ -73,8 +73,9 @@ class FlowModel {
   // Flows whose completion time changed during the last start/release/set_capacity: the caller
   // schedules finish_time(f) tagged with version(f); older events of those flows are stale.
   const std::vector<FlowId>& rescheduled() const { return rescheduled_; }
-  // Resources whose shares the last call recomputed, and those whose load changed without a
-  // re-share when report_touched(true) was called (for observers; off, it costs nothing).
+  // Resources whose shares the last call recomputed and, when report_touched(true) was called,
+  // every other limited resource whose load changed: those of the flow that started or left and
+  // those of flows whose rate changed (for observers; off, it costs nothing).
   const std::vector<ResourceId>& touched() const { return comp_res_; }
   void report_touched(bool on) { report_touched_ = on; }
   // Off: arrivals and departures re-share their whole component, as capacity changes do (for

@@ -3,6 +3,7 @@
 // gets more (its bottleneck).
 #include "sim/flow_model.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <optional>
 #include <set>
@@ -369,4 +370,24 @@ TEST_CASE("regions re-share exactly what whole components do, on a large random 
     CHECK(s.filled < whole.stats().filled);
   }
   CHECK(fallbacks > 0);  // some regions grew too wide and were filled as their component
+}
+
+TEST_CASE("observers hear of every resource whose load a re-share changed", "[sim]") {
+  // f crosses a shared link (0) and a link of its own (1), which is slack: when g arrives on
+  // link 0, f's rate halves and link 1's load with it, although link 1 was never re-shared.
+  FlowModel m;
+  m.reset({10.0, 100.0});
+  m.report_touched(true);
+  const FlowId f = m.create();
+  m.add_use(f, 0, 1.0);
+  m.add_use(f, 1, 1.0);
+  m.start(f, 100, 0);
+  const FlowId g = m.create();
+  m.add_use(g, 0, 1.0);
+  m.start(g, 100, 0);
+  REQUIRE(m.rate(f) == 5.0);
+  const auto& touched = m.touched();
+  CHECK(std::count(touched.begin(), touched.end(), ResourceId{0}) == 1);
+  CHECK(std::count(touched.begin(), touched.end(), ResourceId{1}) == 1);
+  CHECK(m.load(1) == 5.0);
 }
