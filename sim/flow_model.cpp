@@ -283,21 +283,14 @@ void FlowModel::reshare_component(double now) {
   // from there the component grows through binding resources only.
   for (ResourceId s : seeds_)
     if (res_[s].stamp != epoch_) add_to_component(s);
-  for (std::size_t i = 0; i < comp_res_.size(); ++i) {
-    for (const Entry& e : res_[comp_res_[i]].flows) {
-      Flow& flow = flows_[e.flow];
-      if (flow.stamp == epoch_) continue;
-      flow.stamp = epoch_;
-      comp_flows_.push_back(e.flow);
-      for (const Use& use : flow.uses)
-        if (res_[use.resource].stamp != epoch_ && binding(res_[use.resource]))
-          add_to_component(use.resource);
-    }
-  }
+  for (std::size_t i = 0; i < comp_res_.size(); ++i)
+    for (const Entry& e : res_[comp_res_[i]].flows)
+      if (flows_[e.flow].stamp != epoch_) add_to_region(e.flow);
   fill();
   commit(now);
 }
 
+// The flow joins the set being filled, and its binding resources with it.
 void FlowModel::add_to_region(FlowId f) {
   Flow& flow = flows_[f];
   flow.stamp = epoch_;
