@@ -13,6 +13,19 @@
 using namespace collsim;
 using namespace collsim::sim;
 
+namespace {
+
+// A new flow of m over (resource, weight) pairs, started with `bytes` at `now`.
+FlowId start_flow(FlowModel& m, std::initializer_list<std::pair<ResourceId, double>> uses,
+                  double bytes, double now) {
+  const FlowId f = m.create();
+  for (const auto& [r, w] : uses) m.add_use(f, r, w);
+  m.start(f, bytes, now);
+  return f;
+}
+
+}  // namespace
+
 TEST_CASE("events pop by time, then in insertion order", "[sim][queue]") {
   EventQueue q;
   q.push(2.0, EventKind::op_done, 1);
@@ -196,21 +209,16 @@ TEST_CASE("departures re-share and keep undisturbed flows' completion times", "[
   // Drop h at t = 1: g is still held to 5 by f on resource 0, so nothing changes for f or g.
   FlowModel m;
   m.reset({10.0, 10.0});
-  const auto f = m.create();
-  m.add_use(f, 0, 1);
-  m.start(f, 100, 0);
-  const auto g = m.create();
-  m.add_use(g, 0, 1);
-  m.add_use(g, 1, 1);
-  m.start(g, 100, 0);
-  const auto h = m.create();
-  m.add_use(h, 1, 1);
-  m.start(h, 100, 0);
+  const FlowId f = start_flow(m, {{0, 1}}, 100, 0);
+  const FlowId g = start_flow(m, {{0, 1}, {1, 1}}, 100, 0);
+  const FlowId h = start_flow(m, {{1, 1}}, 100, 0);
+  CHECK(m.rate(f) == 5.0);
   CHECK(m.rate(g) == 5.0);
   const double g_finish = m.finish_time(g);
   CHECK(g_finish == 20.0);  // 100 / 5
   const auto g_version = m.version(g);
   m.release(h, 1.0, false);
+  CHECK(m.rate(f) == 5.0);
   CHECK(m.rate(g) == 5.0);
   CHECK(m.version(g) == g_version);  // not rescheduled
   CHECK(m.finish_time(g) == 20.0);
@@ -378,13 +386,8 @@ TEST_CASE("observers hear of every resource whose load a re-share changed", "[si
   FlowModel m;
   m.reset({10.0, 100.0});
   m.report_touched(true);
-  const FlowId f = m.create();
-  m.add_use(f, 0, 1.0);
-  m.add_use(f, 1, 1.0);
-  m.start(f, 100, 0);
-  const FlowId g = m.create();
-  m.add_use(g, 0, 1.0);
-  m.start(g, 100, 0);
+  const FlowId f = start_flow(m, {{0, 1}, {1, 1}}, 100, 0);
+  start_flow(m, {{0, 1}}, 100, 0);
   REQUIRE(m.rate(f) == 5.0);
   const auto& touched = m.touched();
   CHECK(std::count(touched.begin(), touched.end(), ResourceId{0}) == 1);
