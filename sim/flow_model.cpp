@@ -308,6 +308,16 @@ bool FlowModel::fill_region() {
   for (ResourceId s : seeds_)
     for (const Entry& e : res_[s].flows)
       if (flows_[e.flow].stamp != epoch_) add_to_region(e.flow);
+  if (comp_res_.empty()) {
+    // No binding resource left among them (a departure left one flow on a resource two
+    // shared): each runs at its own bound, as a filling would find.
+    stats_.filled += comp_flows_.size();
+    for (FlowId f : comp_flows_) {
+      flows_[f].new_rate = flows_[f].bound;
+      flows_[f].bottleneck = kNoResource;
+    }
+    return true;
+  }
   for (unsigned growth = 0;; ++growth) {
     fill();
     const Check check = check_region();
