@@ -112,7 +112,6 @@ PathClass classify(const Topology& topology, const std::vector<LinkId>& links) {
 struct Router::Cache {
   const Topology& topology;
   Adjacency out;
-  Adjacency in;
   std::vector<std::uint64_t> link_ps;
   // The links entering each node as (source node, latency) pairs, in `in` order: the search
   // reads them contiguously instead of through each link's record.
@@ -157,7 +156,6 @@ struct Router::Cache {
   Cache(const Topology& t, std::size_t limit)
       : topology(t),
         out(t, Adjacency::Direction::out),
-        in(t, Adjacency::Direction::in),
         link_ps(t.num_links()),
         name_rank(t.num_nodes()),
         tables(new std::atomic<const Table*>[t.num_nodes()]),
@@ -167,6 +165,7 @@ struct Router::Cache {
       link_ps[id] = static_cast<std::uint64_t>(std::llround(t.link(id).latency * 1e12));
     in_begin.reserve(t.num_nodes() + 1);
     in_edges.reserve(t.num_links());
+    const Adjacency in(t, Adjacency::Direction::in);
     for (NodeId n = 0; n < t.num_nodes(); ++n) {
       in_begin.push_back(static_cast<std::uint32_t>(in_edges.size()));
       for (LinkId id : in.of(n)) in_edges.push_back(InEdge{t.link(id).from, link_ps[id]});
