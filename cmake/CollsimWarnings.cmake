@@ -2,7 +2,10 @@
 # imported targets, so they never break the build.
 function(collsim_set_warnings target)
   target_compile_options(${target} PRIVATE
-    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Werror -Wshadow -Wnon-virtual-dtor -Wpedantic>)
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wshadow -Wnon-virtual-dtor -Wpedantic>)
+  if(COLLSIM_WERROR)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
+  endif()
   if(COLLSIM_SANITIZE AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
     # GCC's sanitizer instrumentation makes -Wmaybe-uninitialized fire inside libstdc++ (std::regex,
     # std::function), a documented source of false positives; the release build keeps the check.
