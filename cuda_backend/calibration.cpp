@@ -28,6 +28,10 @@ const std::vector<OpKindInfo>& op_kinds() {
       {"d2h", "bytes", 1, "bus traffic: each byte crosses the host link once"},
       {"h2d", "bytes", 1, "bus traffic: each byte crosses the host link once"},
       {"host", "bytes", 2, "host memory traffic: memcpy reads and writes each byte"},
+      {"d2h_pageable", "bytes", 1,
+       "bus traffic to pageable host memory, staged by the driver through a pinned buffer"},
+      {"h2d_pageable", "bytes", 1,
+       "bus traffic from pageable host memory, staged by the driver through a pinned buffer"},
       {"send", "bytes", 1, "payload delivered from one rank to another"},
       {"reduce_fp32", "bytes", 3, "device memory traffic: two operands read, one result written"},
       {"reduce_fp16", "bytes", 3, "device memory traffic: two operands read, one result written"},
@@ -86,8 +90,10 @@ json to_json(const Calibration& c) {
       j["traffic_bandwidth_Bps"] = f.traffic_bandwidth;
       j["traffic_per_byte"] = kind ? kind->traffic_per_byte : 1.0;
       j["bandwidth_definition"] = kind ? kind->definition : "";
-      if (c.device_memory_bandwidth > 0 && kind && kind->name != "d2h" && kind->name != "h2d" &&
-          kind->name != "host")
+      // Copies to or from the host move bus and host-memory bytes, not device-memory ones.
+      const bool on_device = kind && !kind->name.starts_with("d2h") &&
+                             !kind->name.starts_with("h2d") && kind->name != "host";
+      if (c.device_memory_bandwidth > 0 && on_device)
         j["fraction_of_device_memory_bandwidth"] = f.traffic_bandwidth / c.device_memory_bandwidth;
     }
     fits[f.op] = std::move(j);
@@ -327,6 +333,8 @@ ApplyReport apply_calibration(topo::Topology& topology, const Calibration& c,
   const OpFit* d2h = c.find("d2h");
   const OpFit* h2d = c.find("h2d");
   const OpFit* host = c.find("host");
+  const OpFit* event = c.find("event");
+  const OpFit* empty = c.find("empty");
   std::set<topo::NodeId> cpus_done;
   for (topo::NodeId gpu : report.gpus) {
     auto& node = topology.node(gpu);
@@ -344,6 +352,12 @@ ApplyReport apply_calibration(topo::Topology& topology, const Calibration& c,
         report.changes.push_back(fmt::format("{}: memory_bandwidth = {}", node.name,
                                              format_bandwidth(node.memory_bandwidth)));
       }
+    }
+    if (event && empty) {
+      // The "event" micro-plan is the "empty" one plus a second stream that waits for it.
+      node.event_latency = std::max(0.0, event->fit.alpha - empty->fit.alpha);
+      report.changes.push_back(
+          fmt::format("{}: event_latency = {}", node.name, format_duration(node.event_latency)));
     }
     for (topo::LinkId l = 0; l < topology.num_links(); ++l) {
       auto& link = topology.link(l);

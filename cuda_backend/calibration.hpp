@@ -21,6 +21,7 @@ namespace collsim::backend {
 //   d2d          copy input -> output on one rank
 //   d2h, h2d     copy between device memory and the pinned host buffer
 //   host         memcpy within the pinned host buffer
+//   d2h_pageable, h2d_pageable   the same copies with a pageable host buffer
 //   send         a matched send/recv between two ranks (peer-to-peer when they sit on two GPUs)
 //   reduce_fp32, reduce_fp16, reduce_bf16   dst = a + b on one rank
 struct OpKindInfo {

@@ -35,8 +35,10 @@ Op make_op(OpKind kind, Bytes bytes, BufferId src, BufferId dst) {
   return op;
 }
 
-Plan copy_plan(Bytes bytes, BufferId src, BufferId dst) {
+Plan copy_plan(Bytes bytes, BufferId src, BufferId dst,
+               sched::HostMemory host = sched::HostMemory::pinned) {
   Plan plan = base_plan(1, bytes);
+  plan.host_memory = host;
   Op op = make_op(OpKind::copy, bytes, src, dst);
   // host -> host copies within one buffer use its two halves.
   if (src == BufferId::host && dst == BufferId::host) op.dst.offset = bytes;
@@ -138,6 +140,10 @@ Calibration run_calibration(Executor& executor, const CalibrationOptions& option
     measure("d2h", x, copy_plan(bytes, BufferId::input, BufferId::host));
     measure("h2d", x, copy_plan(bytes, BufferId::host, BufferId::output));
     measure("host", x, copy_plan(bytes, BufferId::host, BufferId::host));
+    measure("d2h_pageable", x,
+            copy_plan(bytes, BufferId::input, BufferId::host, sched::HostMemory::pageable));
+    measure("h2d_pageable", x,
+            copy_plan(bytes, BufferId::host, BufferId::output, sched::HostMemory::pageable));
     measure("send", x, send_plan(bytes));
     // Reductions need whole elements; every size of the sweep that is not is rounded down.
     const Bytes even = bytes & ~Bytes{3};

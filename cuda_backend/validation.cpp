@@ -24,8 +24,9 @@ ValidationReport run_validation(Executor& executor, const topo::Topology& topolo
   if (options.ranks < 2) throw InputError("", "--ranks", "validation needs at least 2 ranks");
   topo::Topology model = topology;
   std::vector<topo::NodeId> ranks(model.gpus().begin(), model.gpus().begin() + options.ranks);
-  if (options.ranks_per_memory > 1)
-    for (topo::NodeId gpu : ranks) model.node(gpu).memory_bandwidth /= options.ranks_per_memory;
+  if (options.devices == 0) throw InternalError("validation on 0 devices");
+  for (std::uint32_t r = options.devices; r < options.ranks; ++r)
+    model.node(ranks[r]).memory_owner = ranks[r % options.devices];
   const topo::Router router(model);
 
   RunOptions run;

@@ -28,9 +28,11 @@ struct ValidationOptions {
   // executor waits the synthetic link time and then copies, so the injected per-byte time is
   // reduced by this much: wait + copy then equals the link's bytes / bandwidth. 0: no correction.
   double copy_seconds_per_byte = 0;
-  // Virtual ranks that share one physical memory (all of them on one GPU or on the host). They
-  // reduce at the same time in a ring, so each is simulated with memory_bandwidth / this.
-  std::uint32_t ranks_per_memory = 1;
+  // Physical devices under the virtual ranks: rank r runs on device r % devices, as the CUDA
+  // executor places them (the host executor is one device). Ranks on one device share its memory,
+  // so they are simulated with one memory resource: the ranks of a ring that reduce at once
+  // divide its bandwidth, and the naive root reducing alone has all of it.
+  std::uint32_t devices = 1;
 };
 
 struct ValidationRow {

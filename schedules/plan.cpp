@@ -68,6 +68,10 @@ std::string_view to_string(BufferId b) {
   return "?";
 }
 
+std::string_view to_string(HostMemory m) {
+  return m == HostMemory::pinned ? "pinned" : "pageable";
+}
+
 std::string_view to_string(CopyKind k) {
   switch (k) {
     case CopyKind::d2d:

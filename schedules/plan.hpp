@@ -55,12 +55,16 @@ enum class DType : std::uint8_t { fp32, fp16, bf16 };
 enum class BufferId : std::uint8_t { input, output, scratch, host };
 enum class Memory : std::uint8_t { device, host };
 enum class CopyKind : std::uint8_t { d2d, d2h, h2d, host };
+// How a plan's host buffer is allocated. Pinned memory is DMA'd straight over PCIe; pageable
+// memory is staged by the driver through a pinned bounce buffer, a host memcpy on the way.
+enum class HostMemory : std::uint8_t { pinned, pageable };
 
 std::string_view to_string(OpKind k);
 std::string_view to_string(Collective c);
 std::string_view to_string(DType t);
 std::string_view to_string(BufferId b);
 std::string_view to_string(CopyKind k);
+std::string_view to_string(HostMemory m);  // "pinned", "pageable"
 std::size_t dtype_size(DType t);
 constexpr Memory memory_of(BufferId b) {
   return b == BufferId::host ? Memory::host : Memory::device;
@@ -96,7 +100,8 @@ class Plan {
   DType dtype = DType::fp32;
   Bytes size = 0;
   std::uint32_t chunks = 1;
-  RankId root = 0;                     // broadcast and reduce
+  RankId root = 0;  // broadcast and reduce
+  HostMemory host_memory = HostMemory::pinned;
   std::vector<topo::NodeId> rank_gpu;  // rank -> GPU node of the topology
 
   RankId num_ranks() const { return static_cast<RankId>(rank_gpu.size()); }

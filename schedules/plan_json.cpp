@@ -65,7 +65,11 @@ void write_plan(std::ostream& out, const Plan& plan, const topo::Topology* topol
   out << "{\"format\":\"" << kFormat << "\",\"version\":" << kVersion << ",\"collective\":\""
       << to_string(plan.collective) << "\",\"algorithm\":" << quoted(plan.algorithm)
       << ",\"dtype\":\"" << to_string(plan.dtype) << "\",\"size_bytes\":" << plan.size
-      << ",\"chunks\":" << plan.chunks << ",\"root\":" << plan.root << ",\n\"ranks\":[";
+      << ",\"chunks\":" << plan.chunks << ",\"root\":" << plan.root;
+  // Written only when not the default, so that pinned plans read as they always have.
+  if (plan.host_memory != HostMemory::pinned)
+    out << ",\"host_memory\":\"" << to_string(plan.host_memory) << "\"";
+  out << ",\n\"ranks\":[";
   for (RankId r = 0; r < plan.num_ranks(); ++r) {
     if (r) out << ",";
     const topo::NodeId g = plan.rank_gpu[r];
@@ -146,7 +150,7 @@ Plan parse_plan(std::string_view text, const std::string& file, const topo::Topo
   ObjectReader top(*doc, "", sink, "a plan");
   sink.throw_if_any();
   top.check_keys({"format", "version", "collective", "algorithm", "dtype", "size_bytes", "chunks",
-                  "root", "ranks", "ops"});
+                  "root", "host_memory", "ranks", "ops"});
   Plan plan;
   if (auto f = top.string("format", true); f && *f != kFormat)
     top.error("format", "found \"" + *f + "\"; expected \"collsim-plan\"");
@@ -169,6 +173,12 @@ Plan parse_plan(std::string_view text, const std::string& file, const topo::Topo
   if (auto s = top.integer("size_bytes", 1, static_cast<std::int64_t>(kMaxSize), true))
     plan.size = static_cast<Bytes>(*s);
   plan.chunks = static_cast<std::uint32_t>(top.integer("chunks", 1, 1 << 30).value_or(1));
+  if (auto m = top.string("host_memory")) {
+    if (*m == "pinned" || *m == "pageable")
+      plan.host_memory = *m == "pinned" ? HostMemory::pinned : HostMemory::pageable;
+    else
+      top.error("host_memory", "found \"" + *m + "\"; expected pinned or pageable");
+  }
 
   // Ranks: GPU names (resolved in the topology), node ids, or null.
   const json* ranks = top.get("ranks");

@@ -123,6 +123,9 @@ class Engine {
   void start_transfer(OpId send, OpId recv);
   void start_copy(OpId op);
   void complete(OpId op);
+  // `from` has finished: count it off `to`'s predecessors, after the event latency of `to`'s GPU
+  // when the two run on different streams.
+  void release(OpId from, OpId to);
   void release_engine(OpId op, double held_since);
   FlowId new_flow(Owner owner, std::uint32_t index, double bytes);
   void launch(FlowId f, double latency);
@@ -189,9 +192,12 @@ class Engine {
   };
   std::vector<RouteCacheEntry> route_cache_;  // by rank
   std::vector<OpTiming> timing_;              // only when recording or observed
-  // Each rank's GPU's alpha and launch latency: topology nodes are large records spread over
-  // the whole machine, one cache miss per transfer when read in the hot loop.
-  std::vector<double> rank_alpha_, rank_launch_;
+  // Each rank's GPU's alpha, launch and event latency, and memory resource: topology nodes are
+  // large records spread over the whole machine, one cache miss per transfer when read in the
+  // hot loop.
+  std::vector<double> rank_alpha_, rank_launch_, rank_event_;
+  std::vector<ResourceId> rank_memory_;
+  bool event_latency_ = false;  // some rank's is non-zero
   bool track_ = false;
 
   std::unordered_map<RouteKey, std::uint32_t, RouteKeyHash> routes_;
@@ -558,7 +564,7 @@ void Engine::ready(OpId op) {
       }
       const FlowId f = new_flow(Owner::reduce, op, static_cast<double>(plan_.bytes(op)));
       // Two operands read and one result written: every byte crosses memory three times.
-      flows_.add_use(f, map_.memory(gpu), 3.0);
+      flows_.add_use(f, rank_memory_[rank], 3.0);
       launch(f, rank_launch_[rank]);
       return;
     }
@@ -607,10 +613,15 @@ void Engine::start_copy(OpId op) {
       for (std::uint32_t i = route.begin; i < route.end; ++i)
         flows_.add_use(f, route_links_[i], 1.0);
       latency = route.latency;
+      // Pageable memory: the driver copies every byte between it and a pinned bounce buffer,
+      // so the host's memcpy bandwidth bounds the copy and is shared with other host copies.
+      if (plan_.host_memory == sched::HostMemory::pageable)
+        if (const NodeId cpu = topo_.host_cpu(gpu); cpu != topo::kNoNode)
+          flows_.add_use(f, map_.memcpy(cpu), 1.0);
       break;
     }
     case CopyKind::d2d:
-      flows_.add_use(f, map_.memory(gpu), 2.0);  // reads and writes every byte
+      flows_.add_use(f, rank_memory_[plan_.rank(op)], 2.0);  // reads and writes every byte
       break;
     case CopyKind::host:
       flows_.add_use(f, map_.memcpy(topo_.host_cpu(gpu)), 1.0);
@@ -646,21 +657,33 @@ void Engine::complete(OpId op) {
     if (observer_) observer_->on_op_end(op, now_);
   }
   const OpId next = rec(op).stream_next;
-  if (next != kNoOp && --rec(next).pending == 0) ready(next);
+  if (next != kNoOp) release(op, next);
   const std::uint32_t succ = rec(op).succ;
   if (succ == kNoOp) return;
   if (!(succ & kMany)) {
-    if (--rec(succ).pending == 0) ready(succ);
+    release(op, succ);
     return;
   }
   const std::uint32_t g = succ & ~kMany;
   // By index: ready() never adds successors, but the group is only ours until recycled.
-  for (std::size_t i = 0; i < groups_[g].size(); ++i) {
-    const OpId s = groups_[g][i];
-    if (--rec(s).pending == 0) ready(s);
-  }
+  for (std::size_t i = 0; i < groups_[g].size(); ++i) release(op, groups_[g][i]);
   groups_[g].clear();  // keeps its capacity for the next op that needs a group
   free_groups_.push_back(g);
+}
+
+void Engine::release(OpId from, OpId to) {
+  if (event_latency_) {
+    // A transfer runs on its receiver's stream: the sender's stream learns of its end through
+    // an event, like any other stream.
+    const OpId ran = plan_.kind(from) == OpKind::send ? plan_.partner(from) : from;
+    const double latency = rank_event_[plan_.rank(to)];
+    if (latency > 0 &&
+        (plan_.rank(ran) != plan_.rank(to) || plan_.stream(ran) != plan_.stream(to))) {
+      queue_.push(now_ + latency, EventKind::release, to);
+      return;
+    }
+  }
+  if (--rec(to).pending == 0) ready(to);
 }
 
 void Engine::flow_done(FlowId f) {
@@ -791,9 +814,16 @@ void Engine::setup() {
   track_ = options_.record_ops || observer_ != nullptr;
   rank_alpha_.resize(plan_.num_ranks());
   rank_launch_.resize(plan_.num_ranks());
+  rank_event_.resize(plan_.num_ranks());
+  rank_memory_.resize(plan_.num_ranks());
   for (RankId r = 0; r < plan_.num_ranks(); ++r) {
-    rank_alpha_[r] = topo_.node(plan_.rank_gpu[r]).alpha;
-    rank_launch_[r] = topo_.node(plan_.rank_gpu[r]).launch_latency;
+    const topo::Node& gpu = topo_.node(plan_.rank_gpu[r]);
+    rank_alpha_[r] = gpu.alpha;
+    rank_launch_[r] = gpu.launch_latency;
+    rank_event_[r] = gpu.event_latency;
+    event_latency_ |= gpu.event_latency > 0;
+    rank_memory_[r] =
+        map_.memory(gpu.memory_owner != topo::kNoNode ? gpu.memory_owner : plan_.rank_gpu[r]);
   }
 
   std::vector<double> capacity(map_.size());
@@ -903,6 +933,9 @@ void Engine::advance() {
     switch (kind) {
       case EventKind::op_done:
         complete(e.id);
+        break;
+      case EventKind::release:
+        if (--rec(e.id).pending == 0) ready(e.id);
         break;
       case EventKind::latency_done:
         flows_.start(e.id, flow_bytes_[e.id], now_);

@@ -27,11 +27,12 @@
 namespace collsim::sim {
 
 enum class EventKind : std::uint8_t {
-  op_done,          // id = op: a compute or delay op ends
-  latency_done,     // id = flow: the flow's latency phase ends, its bandwidth phase begins
-  flow_done,        // id = flow: the flow has drained
-  capacity_change,  // id = index of the change in the engine's flattened capacity list
-  background_start  // id = index of the background flow
+  op_done,           // id = op: a compute or delay op ends
+  latency_done,      // id = flow: the flow's latency phase ends, its bandwidth phase begins
+  flow_done,         // id = flow: the flow has drained
+  capacity_change,   // id = index of the change in the engine's flattened capacity list
+  background_start,  // id = index of the background flow
+  release            // id = op: one of its predecessors is now seen from its stream (event latency)
 };
 
 struct Event {

@@ -143,8 +143,7 @@ void validate(const ValidateOptions& o) {
   topo::Topology topology = load_topology(o.topology, max_memory_limit(o.max_memory));
   auto executor = backend::make_executor(o.backend);
   // Virtual ranks share their device's memory: rank r runs on device r % devices.
-  const auto devices = static_cast<std::uint32_t>(std::max(1, executor->device().devices));
-  vo.ranks_per_memory = (vo.ranks + devices - 1) / devices;
+  vo.devices = static_cast<std::uint32_t>(std::max(1, executor->device().devices));
   std::string calibration_note = "none (topology parameters as written)";
   if (!o.calibration.empty()) {
     const auto c = backend::load_calibration(o.calibration);

@@ -112,10 +112,10 @@ bool read_nodes(const json& entry, const std::string& ptr, DiagnosticSink& sink,
   if (!r.ok()) return false;
   if (in_template)
     r.check_keys({"name", "kind", "count", "model", "memory_bandwidth", "copy_engines", "alpha",
-                  "launch_latency", "memcpy_bandwidth"});
+                  "launch_latency", "event_latency", "memcpy_bandwidth"});
   else
     r.check_keys({"name", "kind", "count", "server", "rack", "model", "memory_bandwidth",
-                  "copy_engines", "alpha", "launch_latency", "memcpy_bandwidth"});
+                  "copy_engines", "alpha", "launch_latency", "event_latency", "memcpy_bandwidth"});
   if (in_template)
     for (std::string_view key : {"server", "rack"})
       if (r.has(key))
@@ -141,7 +141,8 @@ bool read_nodes(const json& entry, const std::string& ptr, DiagnosticSink& sink,
                              to_string(k), to_string(*kind)));
     return false;
   };
-  for (std::string_view key : {"memory_bandwidth", "copy_engines", "alpha", "launch_latency"})
+  for (std::string_view key :
+       {"memory_bandwidth", "copy_engines", "alpha", "launch_latency", "event_latency"})
     ok &= only_on(key, NodeKind::gpu);
   ok &= only_on("memcpy_bandwidth", NodeKind::cpu);
   const auto get_bw = [&](std::string_view key, double& field) {
@@ -162,6 +163,7 @@ bool read_nodes(const json& entry, const std::string& ptr, DiagnosticSink& sink,
   get_bw("memcpy_bandwidth", proto.memcpy_bandwidth);
   get_time("alpha", proto.alpha);
   get_time("launch_latency", proto.launch_latency);
+  get_time("event_latency", proto.event_latency);
   if (r.has("copy_engines")) {
     if (auto v = r.integer("copy_engines", 1, 1024))
       proto.copy_engines = static_cast<std::uint32_t>(*v);

@@ -48,6 +48,12 @@ struct Node {
   std::uint32_t copy_engines = 0;        // concurrent copies; 0 means unlimited
   double alpha = 0;                      // seconds of software start-up per transfer sent
   double launch_latency = 0;             // seconds per kernel launch (reductions)
+  // Seconds for one stream to see another's work finish (an event recorded there and waited on
+  // here): paid by every edge of a plan whose two ends run on different streams.
+  double event_latency = 0;
+  // A virtual rank sharing a physical device's memory with other ranks names the node whose
+  // memory it uses; kNoNode means its own.
+  NodeId memory_owner = kNoNode;
 
   // CPU parameters.
   double memcpy_bandwidth = kUnlimited;  // bytes/s of host memcpy

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,8 @@ struct Resources {
     void* input = nullptr;
     void* output = nullptr;
     void* scratch = nullptr;
-    void* host = nullptr;  // pinned
+    void* host = nullptr;  // pinned, or pageable when the plan says so
+    bool pageable = false;
     std::byte* base(BufferId b) const {
       switch (b) {
         case BufferId::input:
@@ -96,7 +98,10 @@ struct Resources {
       cudaFree(b.input);
       cudaFree(b.output);
       cudaFree(b.scratch);
-      cudaFreeHost(b.host);
+      if (b.pageable)
+        std::free(b.host);
+      else
+        cudaFreeHost(b.host);
     }
   }
 };
@@ -177,7 +182,15 @@ RunResult CudaExecutor::run(const sched::Plan& plan, const RunOptions& options) 
     check(cudaMalloc(&b.input, std::max<Bytes>(sizes.input, 1)), "cudaMalloc", ctx);
     check(cudaMalloc(&b.output, std::max<Bytes>(sizes.output, 1)), "cudaMalloc", ctx);
     check(cudaMalloc(&b.scratch, std::max<Bytes>(sizes.scratch, 1)), "cudaMalloc", ctx);
-    check(cudaMallocHost(&b.host, std::max<Bytes>(sizes.host, 1)), "cudaMallocHost", ctx);
+    if (plan.host_memory == sched::HostMemory::pageable) {
+      b.pageable = true;
+      b.host = std::malloc(std::max<Bytes>(sizes.host, 1));
+      if (!b.host)
+        throw InputError("", "--sizes",
+                         fmt::format("malloc of {} bytes failed while {}", sizes.host, ctx));
+    } else {
+      check(cudaMallocHost(&b.host, std::max<Bytes>(sizes.host, 1)), "cudaMallocHost", ctx);
+    }
     std::vector<std::byte> staging(sizes.input);
     pattern.fill_input(r, staging);
     if (!staging.empty())

@@ -1,5 +1,6 @@
 #include "cuda_backend/calibration.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -28,6 +29,8 @@ Calibration synthetic(const std::string& model) {
   add_line(c, "d2h", 8e-6, 1.0 / 12e9);
   add_line(c, "h2d", 9e-6, 1.0 / 13e9);
   add_line(c, "host", 1e-6, 1.0 / 20e9);
+  add_line(c, "empty", 2e-6, 0);
+  add_line(c, "event", 4.5e-6, 0);
   fit_points(c);
   return c;
 }
@@ -86,13 +89,17 @@ TEST_CASE("calibration: a noisy sweep's wide confidence interval still round-tri
   // A loaded host once produced a delay fit whose 95% interval on beta was 6.6e6 s per unit;
   // the file calibrate wrote must be one the loader accepts.
   auto c = synthetic("T4");
-  REQUIRE(!c.fits.empty());
-  c.fits.front().fit.alpha_ci95 = 7e6;
-  c.fits.front().fit.beta_ci95 = 6.6e6;
+  auto send =
+      std::find_if(c.fits.begin(), c.fits.end(), [](const auto& f) { return f.op == "send"; });
+  REQUIRE(send != c.fits.end());
+  send->fit.alpha_ci95 = 7e6;
+  send->fit.beta_ci95 = 6.6e6;
   const auto back = parse_calibration(to_json(c).dump(), "noisy.json");
-  REQUIRE(back.fits.front().fit.beta_ci95);
-  CHECK(*back.fits.front().fit.beta_ci95 == 6.6e6);
-  CHECK(*back.fits.front().fit.alpha_ci95 == 7e6);
+  const OpFit* read = back.find("send");
+  REQUIRE(read);
+  REQUIRE(read->fit.beta_ci95);
+  CHECK(*read->fit.beta_ci95 == 6.6e6);
+  CHECK(*read->fit.alpha_ci95 == 7e6);
 }
 
 TEST_CASE("calibration: apply overrides matching GPUs and their PCIe links",
@@ -103,6 +110,8 @@ TEST_CASE("calibration: apply overrides matching GPUs and their PCIe links",
   const auto& g0 = t.node(t.find("gpu0"));
   CHECK(g0.alpha == Approx(5e-6));
   CHECK(g0.launch_latency == Approx(3e-6));
+  // The second stream of the "event" micro-plan costs 4.5 - 2 us.
+  CHECK(g0.event_latency == Approx(2.5e-6));
   CHECK(g0.memory_bandwidth == Approx(300e9));
   for (const auto& link : t.links()) {
     // gpu -> cpu is a device-to-host path (12 GB/s), cpu -> gpu host-to-device (13 GB/s).
@@ -147,13 +156,13 @@ TEST_CASE("calibration: the host backend runs every micro-plan", "[backend][cali
   o.repetitions = 2;
   o.warmup = 0;
   const auto c = run_calibration(executor, o);
-  // Points: empty 2 + event 2 + delay 2 x 2 + per size 8 kinds x 2 reps x 2 sizes = 40.
-  CHECK(c.points.size() == 40);
-  CHECK(c.fits.size() == 11);
+  // Points: empty 2 + event 2 + delay 2 x 2 + per size 10 kinds x 2 reps x 2 sizes = 48.
+  CHECK(c.points.size() == 48);
+  CHECK(c.fits.size() == 13);
   CHECK(c.backend == "host");
   CHECK(c.model == "*");
   for (const auto& p : c.points) CHECK(p.seconds >= 0);
   // What calibrate writes, the loader accepts.
   const auto back = parse_calibration(to_json(c).dump(), "host.json");
-  CHECK(back.fits.size() == 11);
+  CHECK(back.fits.size() == 13);
 }

@@ -58,7 +58,7 @@ TEST_CASE("cli: calibrate --backend host writes a file the loader accepts", "[ba
   CHECK_THAT(r.output, Catch::Contains("reduce_fp32"));
   const auto c = backend::load_calibration(file.string());
   CHECK(c.backend == "host");
-  CHECK(c.fits.size() == 11);
+  CHECK(c.fits.size() == 13);
 }
 
 TEST_CASE("cli: validate --backend host checks data and writes CSV", "[backend][cli]") {

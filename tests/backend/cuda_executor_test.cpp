@@ -70,6 +70,6 @@ TEST_CASE("cuda executor: calibration micro-plans run on the device", "[backend]
   o.warmup = 1;
   const auto c = run_calibration(*executor, o);
   CHECK(c.backend == "cuda");
-  CHECK(c.fits.size() == 11);
+  CHECK(c.fits.size() == 13);
   for (const auto& p : c.points) CHECK(p.seconds > 0);
 }

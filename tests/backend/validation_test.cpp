@@ -63,19 +63,26 @@ TEST_CASE("validation: rows, predictions and CSV on the host backend", "[backend
   CHECK(report.rows[1].algorithm == "ring");
   CHECK(report.rows[1].predicted == Approx(6 * (4e-6 + 16384 / 25e9)).epsilon(1e-9));
 
-  // Four virtual ranks sharing one 300 GB/s memory: each is simulated with 75 GB/s, and the three
-  // reduce-scatter reductions of 16 KiB (3 bytes of traffic per byte) join the critical path:
-  // 27.93216 us + 3 x 3 x 16384 / 75e9 = 29.89824 us.
+  // Four virtual ranks on one device with a 300 GB/s memory. The ring's four ranks reduce at
+  // the same time and share it, 75 GB/s each, so the three reduce-scatter reductions of 16 KiB
+  // (3 bytes of traffic per byte) add 3 x 3 x 16384 / 75e9 to the critical path: 29.89824 us.
   auto shared = four_ranks();
   for (auto gpu : shared.gpus()) shared.node(gpu).memory_bandwidth = 300e9;
   o.sizes = {64 * 1024};
   o.chunks = {1};
-  o.ranks_per_memory = 4;
+  o.devices = 1;
   const auto shared_report = run_validation(executor, shared, o);
   REQUIRE(shared_report.rows.size() == 2);
   CHECK(shared_report.rows[1].predicted ==
         Approx(6 * (4e-6 + 16384 / 25e9) + 9 * 16384 / 75e9).epsilon(1e-9));
   CHECK(shared_report.wrong_elements == 0);
+  // The naive root reduces one buffer at a time: it has the whole memory, as if every rank had
+  // a device of its own.
+  o.devices = 4;
+  const auto own_report = run_validation(executor, shared, o);
+  CHECK(own_report.rows[1].predicted ==
+        Approx(6 * (4e-6 + 16384 / 25e9) + 9 * 16384 / 300e9).epsilon(1e-9));
+  CHECK(shared_report.rows[0].predicted == Approx(own_report.rows[0].predicted).epsilon(1e-12));
 
   std::ostringstream csv;
   write_validation_csv(report, csv);

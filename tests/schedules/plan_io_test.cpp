@@ -58,6 +58,14 @@ TEST_CASE("plan JSON round trip", "[plan_json]") {
   }
   CHECK(to_json(b, &t) == text);
   CHECK(verify(b).ok());
+  // A pinned host buffer is the default and is not written; a pageable one is, and survives.
+  CHECK(text.find("host_memory") == std::string::npos);
+  CHECK(b.host_memory == HostMemory::pinned);
+  Plan d = parse_plan(text, "mem.json", &t);
+  d.host_memory = HostMemory::pageable;
+  const std::string pageable = to_json(d, &t);
+  CHECK(pageable.find("\"host_memory\":\"pageable\"") != std::string::npos);
+  CHECK(parse_plan(pageable, "mem.json", &t).host_memory == HostMemory::pageable);
   // Without a topology the ranks keep no GPU, but the plan still verifies.
   const Plan c = parse_plan(text, "mem.json");
   CHECK(c.rank_gpu[0] == topo::kNoNode);
@@ -95,6 +103,12 @@ TEST_CASE("plan JSON errors name the op and field", "[plan_json]") {
       kHead +
       R"([{"kind":"send","rank":0,"peer":1,"bytes":8,"src":{"buffer":"input","offset":0}}]})";
   CHECK(error_of(missing_match).find("/ops/0/match") != std::string::npos);
+  std::string bad_memory = kHead + R"([{"kind":"delay","rank":0,"seconds":1}]})";
+  bad_memory.insert(1, R"("host_memory":"swapped",)");
+  const auto e5 = error_of(bad_memory);
+  INFO(e5);
+  CHECK(e5.find("/host_memory") != std::string::npos);
+  CHECK(e5.find("expected pinned or pageable") != std::string::npos);
 }
 
 TEST_CASE("the shipped MSCCL examples import and verify", "[msccl]") {

@@ -227,6 +227,36 @@ TEST_CASE("host memcpy drains at the CPU's memcpy bandwidth", "[sim][contention]
   CHECK(sim::simulate(router, plan).time == Approx(0.4).epsilon(1e-12));
 }
 
+TEST_CASE("a pageable host buffer also drains through the host's memcpy", "[sim][contention]") {
+  // PCIe P = 10 GB/s; the CPU copies at C = 5 GB/s. The driver stages a pageable copy through a
+  // pinned buffer, a host memcpy of every byte: the copy runs at min(P, C).
+  topo::Topology t;
+  const auto g = add_gpu(t, "gpu0");
+  const auto c = add_node(t, "cpu0", topo::NodeKind::cpu);
+  t.node(c).memcpy_bandwidth = 5e9;
+  add_duplex(t, g, c, 10e9, 2e-6, topo::LinkKind::pcie);
+  topo::finalize(t);
+  topo::Router router(t);
+  const Bytes s = 1'000'000'000;
+  auto plan_of = [&](sched::HostMemory memory) {
+    sched::Plan plan;
+    plan.rank_gpu = {g};
+    plan.host_memory = memory;
+    plan.add(copy_op(0, BufferId::input, BufferId::host, s, 0));
+    return plan;
+  };
+  CHECK(sim::simulate(router, plan_of(sched::HostMemory::pinned)).time ==
+        Approx(2e-6 + 1e9 / 10e9).epsilon(1e-12));
+  CHECK(sim::simulate(router, plan_of(sched::HostMemory::pageable)).time ==
+        Approx(2e-6 + 1e9 / 5e9).epsilon(1e-12));
+  // It shares the memcpy with a host copy of s / 2 that starts at once: the memcpy is never idle
+  // (the host copy runs alone during the d2h copy's latency) and the d2h copy ends last, so
+  // T = (s + s / 2) / C = 0.3 s; without the sharing it would be 2 us + s / C.
+  auto shared = plan_of(sched::HostMemory::pageable);
+  shared.add(copy_op(0, BufferId::host, BufferId::host, s / 2, 1));
+  CHECK(sim::simulate(router, shared).time == Approx(1.5e9 / 5e9).epsilon(1e-12));
+}
+
 TEST_CASE("reductions on one GPU share its memory bandwidth", "[sim][contention]") {
   topo::Topology t;
   const auto g = add_gpu(t, "gpu0");

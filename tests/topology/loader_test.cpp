@@ -48,7 +48,7 @@ TEST_CASE("the example of the issue loads with the quantities it states") {
 TEST_CASE("simplex links, parameters and names with count") {
   const Topology t = parse_topology(R"({"nodes": [
       {"name": "g{i}", "count": 3, "kind": "gpu", "memory_bandwidth": "1TB/s", "copy_engines": 2,
-       "alpha": "2us", "launch_latency": "3us", "model": "X"},
+       "alpha": "2us", "launch_latency": "3us", "event_latency": "1.5us", "model": "X"},
       {"name": "c", "kind": "cpu", "memcpy_bandwidth": "10GB/s"}],
     "links": [{"from": "g{i}", "to": "g{i+1}", "count": 2, "kind": "nvlink", "duplex": false},
               {"from": "g2", "to": "g0", "kind": "nvlink", "duplex": false},
@@ -60,6 +60,7 @@ TEST_CASE("simplex links, parameters and names with count") {
   CHECK(t.node(t.find("g2")).copy_engines == 2);
   CHECK(t.node(t.find("g2")).alpha == 2e-6);
   CHECK(t.node(t.find("g2")).launch_latency == 3e-6);
+  CHECK(t.node(t.find("g2")).event_latency == 1.5e-6);
   CHECK(t.node(t.find("g2")).model == "X");
   CHECK(t.node(t.find("c")).memcpy_bandwidth == 10e9);
   CHECK(t.link(1).from == t.find("g1"));

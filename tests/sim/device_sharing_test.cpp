@@ -1,0 +1,108 @@
+// Two GPU parameters that describe how work on one device meets: the event latency of edges
+// between streams, and virtual ranks that share one physical memory. Each expected time is the
+// closed form written next to it.
+#include <catch2/catch.hpp>
+
+#include "sim/engine.hpp"
+#include "tests/sim/sim_fixtures.hpp"
+#include "topology/routing.hpp"
+
+using namespace collsim;
+using namespace collsim::sim::testing;
+using sched::OpKind;
+
+namespace {
+
+constexpr double kEvent = 3e-6;
+
+struct TwoGpus {
+  topo::Topology topology;
+  TwoGpus(double event_latency, double memory_bandwidth = kUnlimited) {
+    for (const char* name : {"gpu0", "gpu1"}) {
+      const auto id = add_gpu(topology, name);
+      topology.node(id).event_latency = event_latency;
+      topology.node(id).memory_bandwidth = memory_bandwidth;
+    }
+    add_duplex(topology, 0, 1, 10e9, 1e-6);
+    topo::finalize(topology);
+  }
+  sched::Plan plan() const {
+    sched::Plan p;
+    p.rank_gpu = {0, 1};
+    return p;
+  }
+};
+
+double op_end(const sim::Result& r, sched::OpId op) {
+  return r.ops.at(op).end;
+}
+
+sim::Result run(const TwoGpus& t, const sched::Plan& plan) {
+  const topo::Router router(t.topology);
+  sim::Options options;
+  options.record_ops = true;
+  return sim::simulate(router, plan, options);
+}
+
+}  // namespace
+
+TEST_CASE("event latency: an edge between streams waits for it, stream order does not",
+          "[sim][event]") {
+  const TwoGpus t(kEvent);
+  auto plan = t.plan();
+  const auto a = plan.add(test::delay_op(0, 1e-6, 0));
+  const auto same = plan.add(test::delay_op(0, 2e-6, 0));            // stream order after a
+  const auto other = plan.add(test::delay_op(0, 2e-6, 1), {a});      // another stream, after a
+  const auto remote = plan.add(test::delay_op(1, 2e-6, 0), {same});  // another rank, after same
+  const auto r = run(t, plan);
+  CHECK(op_end(r, same) == Approx(1e-6 + 2e-6).epsilon(1e-12));
+  CHECK(op_end(r, other) == Approx(1e-6 + kEvent + 2e-6).epsilon(1e-12));
+  CHECK(op_end(r, remote) == Approx(3e-6 + kEvent + 2e-6).epsilon(1e-12));
+
+  // Without the latency every edge is free: the same plan on GPUs without it.
+  const auto free = run(TwoGpus(0), plan);
+  CHECK(op_end(free, other) == Approx(1e-6 + 2e-6).epsilon(1e-12));
+  CHECK(op_end(free, remote) == Approx(3e-6 + 2e-6).epsilon(1e-12));
+}
+
+TEST_CASE("event latency: a transfer ends on the receiver's stream, the sender hears later",
+          "[sim][event]") {
+  const TwoGpus t(kEvent);
+  auto plan = t.plan();
+  const Bytes bytes = 10000;  // 1 us on the 10 GB/s link, after its 1 us latency
+  const auto [send, recv] = add_transfer(plan, 0, 1, bytes);
+  const auto after_send = plan.add(test::delay_op(0, 1e-6, 0));  // sender's stream, in order
+  const auto after_recv = plan.add(test::delay_op(1, 1e-6, 0));  // receiver's stream, in order
+  const auto r = run(t, plan);
+  const double transfer = 1e-6 + static_cast<double>(bytes) / 10e9;
+  CHECK(op_end(r, send) == Approx(transfer).epsilon(1e-12));
+  CHECK(op_end(r, recv) == Approx(transfer).epsilon(1e-12));
+  CHECK(op_end(r, after_recv) == Approx(transfer + 1e-6).epsilon(1e-12));
+  CHECK(op_end(r, after_send) == Approx(transfer + kEvent + 1e-6).epsilon(1e-12));
+  CHECK(r.time == Approx(transfer + kEvent + 1e-6).epsilon(1e-12));
+}
+
+TEST_CASE("memory owner: virtual ranks on one device share its memory", "[sim][memory]") {
+  const double memory = 300e9;
+  const Bytes bytes = 1 << 20;
+  auto plan_of = [&](const TwoGpus& t) {
+    auto plan = t.plan();
+    plan.add(reduce_op(0, bytes));
+    plan.add(reduce_op(1, bytes));
+    return plan;
+  };
+  // Each reduction moves 3 bytes of memory traffic per byte.
+  const double alone = 3.0 * static_cast<double>(bytes) / memory;
+  const TwoGpus own(0, memory);
+  CHECK(run(own, plan_of(own)).time == Approx(alone).epsilon(1e-12));
+
+  TwoGpus shared(0, memory);
+  shared.topology.node(1).memory_owner = 0;
+  CHECK(run(shared, plan_of(shared)).time == Approx(2 * alone).epsilon(1e-12));
+
+  // One reduction at a time has the whole memory either way.
+  auto serial = shared.plan();
+  const auto first = serial.add(reduce_op(0, bytes));
+  serial.add(reduce_op(1, bytes), {first});
+  CHECK(run(shared, serial).time == Approx(2 * alone).epsilon(1e-12));
+}
