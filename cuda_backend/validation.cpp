@@ -13,18 +13,21 @@
 
 namespace collsim::backend {
 
-ValidationReport run_validation(Executor& executor, const topo::Topology& topology,
-                                const ValidationOptions& options,
-                                const std::string& topology_file) {
+namespace {
+
+// The experiment on `executor`, or simulated only when it is null.
+ValidationReport validation_rows(Executor* executor, const topo::Topology& topology,
+                                 const ValidationOptions& options, const std::string& topology_file,
+                                 const std::vector<double>& measured) {
   if (topology.gpus().size() < options.ranks)
     throw InputError(topology_file, "/gpus",
                      fmt::format("the topology has {} GPUs; validation needs {} (one per virtual "
                                  "rank); use a topology such as configs/one-gpu-4ranks.json",
                                  topology.gpus().size(), options.ranks));
   if (options.ranks < 2) throw InputError("", "--ranks", "validation needs at least 2 ranks");
+  if (options.devices == 0) throw InternalError("validation on 0 devices");
   topo::Topology model = topology;
   std::vector<topo::NodeId> ranks(model.gpus().begin(), model.gpus().begin() + options.ranks);
-  if (options.devices == 0) throw InternalError("validation on 0 devices");
   for (std::uint32_t r = options.devices; r < options.ranks; ++r)
     model.node(ranks[r]).memory_owner = ranks[r % options.devices];
   const topo::Router router(model);
@@ -66,17 +69,26 @@ ValidationReport run_validation(Executor& executor, const topo::Topology& topolo
       row.algorithm = std::string(sched::to_string(algorithm));
       row.chunks = k;
       row.size = size;
-      run.label = fmt::format("{} allreduce k={} size={}", row.algorithm, k, size);
-      const RunResult measured = executor.run(plan, run);
-      row.measured = measured.median();
-      row.wrong_elements = measured.wrong_elements;
-      row.checked_elements = measured.checked_elements;
+      if (executor) {
+        run.label = fmt::format("{} allreduce k={} size={}", row.algorithm, k, size);
+        const RunResult result = executor->run(plan, run);
+        row.measured = result.median();
+        row.wrong_elements = result.wrong_elements;
+        row.checked_elements = result.checked_elements;
+      } else if (report.rows.size() < measured.size()) {
+        row.measured = measured[report.rows.size()];
+      }
       row.predicted = sim::simulate(router, plan).time;
       row.error = row.measured > 0 ? (row.predicted - row.measured) / row.measured : 0;
       report.wrong_elements += row.wrong_elements;
       report.rows.push_back(row);
     }
   }
+  if (!executor && !measured.empty() && measured.size() != report.rows.size())
+    throw InputError(topology_file, "",
+                     fmt::format("{} measured times for {} rows: the recorded run used other "
+                                 "sizes or chunk counts",
+                                 measured.size(), report.rows.size()));
   std::vector<double> errors;
   for (std::size_t i = 0; i < report.rows.size(); ++i) {
     errors.push_back(std::abs(report.rows[i].error));
@@ -88,6 +100,32 @@ ValidationReport run_validation(Executor& executor, const topo::Topology& topolo
     report.median_abs_error = errors.size() % 2 ? errors[m] : 0.5 * (errors[m - 1] + errors[m]);
   }
   return report;
+}
+
+}  // namespace
+
+ApplyReport calibrate_validation(topo::Topology& topology, const Calibration& calibration,
+                                 ValidationOptions& options, const std::string& file) {
+  ApplyReport applied = apply_calibration(topology, calibration, file);
+  if (!options.inject_links) return applied;
+  if (const OpFit* send = calibration.find("send"); send && send->fit.beta > 0)
+    options.copy_seconds_per_byte = send->fit.beta;
+  if (const OpFit* delay = calibration.find("delay"); delay && delay->fit.alpha > 0)
+    for (topo::NodeId gpu : applied.gpus) topology.node(gpu).alpha += delay->fit.alpha;
+  return applied;
+}
+
+ValidationReport run_validation(Executor& executor, const topo::Topology& topology,
+                                const ValidationOptions& options,
+                                const std::string& topology_file) {
+  return validation_rows(&executor, topology, options, topology_file, {});
+}
+
+ValidationReport predict_validation(const topo::Topology& topology,
+                                    const ValidationOptions& options,
+                                    const std::vector<double>& measured,
+                                    const std::string& topology_file) {
+  return validation_rows(nullptr, topology, options, topology_file, measured);
 }
 
 void write_validation_csv(const ValidationReport& report, std::ostream& out) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_backend/calibration.hpp"
 #include "cuda_backend/executor.hpp"
 #include "topology/topology.hpp"
 
@@ -53,11 +54,26 @@ struct ValidationReport {
   std::uint64_t wrong_elements = 0;
 };
 
-// Runs the experiment. `topology` is used as given (apply a calibration first); it must hold at
-// least `ranks` GPUs. Throws InputError otherwise.
+// Applies a calibration to the topology for this experiment: apply_calibration, plus what the
+// experiment itself adds to each transfer. Every injected link wait is one more kernel, so the
+// "delay" intercept joins the GPUs' alpha; and the device's own copy time per byte ("send" beta)
+// is taken off the injected per-byte wait (options.copy_seconds_per_byte).
+ApplyReport calibrate_validation(topo::Topology& topology, const Calibration& calibration,
+                                 ValidationOptions& options, const std::string& file);
+
+// Runs the experiment. `topology` is used as given (calibrate it first); it must hold at least
+// `ranks` GPUs. Throws InputError otherwise.
 ValidationReport run_validation(Executor& executor, const topo::Topology& topology,
                                 const ValidationOptions& options,
                                 const std::string& topology_file = "topology");
+
+// The same rows, simulated only: `measured` and `error` stay 0. Given the measured times of an
+// earlier run (in row order), it fills them in and computes the errors, so that a recorded
+// device run can be compared with the model again without the device.
+ValidationReport predict_validation(const topo::Topology& topology,
+                                    const ValidationOptions& options,
+                                    const std::vector<double>& measured = {},
+                                    const std::string& topology_file = "topology");
 
 void write_validation_csv(const ValidationReport& report, std::ostream& out);
 

@@ -147,16 +147,9 @@ void validate(const ValidateOptions& o) {
   std::string calibration_note = "none (topology parameters as written)";
   if (!o.calibration.empty()) {
     const auto c = backend::load_calibration(o.calibration);
-    const auto applied = backend::apply_calibration(topology, c, o.calibration);
+    const auto applied = backend::calibrate_validation(topology, c, vo, o.calibration);
     calibration_note =
         fmt::format("{} ({}, {} GPUs matched)", o.calibration, c.device, applied.gpus.size());
-    // Injected link time is a delay kernel (or a timed wait) per transfer: its own start-up,
-    // calibrated as the intercept of "delay", belongs to every transfer's alpha.
-    const auto* delay = c.find("delay");
-    if (const auto* send = c.find("send"); vo.inject_links && send && send->fit.beta > 0)
-      vo.copy_seconds_per_byte = send->fit.beta;
-    if (vo.inject_links && delay && delay->fit.alpha > 0)
-      for (auto gpu : applied.gpus) topology.node(gpu).alpha += delay->fit.alpha;
   }
   if (o.backend == "host")
     std::printf(
