@@ -125,7 +125,12 @@ class Engine {
   void complete(OpId op);
   // `from` has finished: count it off `to`'s predecessors, after the event latency of `to`'s GPU
   // when the two run on different streams.
-  void release(OpId from, OpId to);
+  void release(OpId from, OpId to) {
+    if (event_latency_ && delay_release(from, to)) return;
+    if (--rec(to).pending == 0) ready(to);
+  }
+  // Queues the release instead when the edge pays an event latency.
+  [[gnu::noinline]] bool delay_release(OpId from, OpId to);
   void release_engine(OpId op, double held_since);
   FlowId new_flow(Owner owner, std::uint32_t index, double bytes);
   void launch(FlowId f, double latency);
@@ -671,19 +676,15 @@ void Engine::complete(OpId op) {
   free_groups_.push_back(g);
 }
 
-void Engine::release(OpId from, OpId to) {
-  if (event_latency_) {
-    // A transfer runs on its receiver's stream: the sender's stream learns of its end through
-    // an event, like any other stream.
-    const OpId ran = plan_.kind(from) == OpKind::send ? plan_.partner(from) : from;
-    const double latency = rank_event_[plan_.rank(to)];
-    if (latency > 0 &&
-        (plan_.rank(ran) != plan_.rank(to) || plan_.stream(ran) != plan_.stream(to))) {
-      queue_.push(now_ + latency, EventKind::release, to);
-      return;
-    }
-  }
-  if (--rec(to).pending == 0) ready(to);
+bool Engine::delay_release(OpId from, OpId to) {
+  // A transfer runs on its receiver's stream: the sender's stream learns of its end through an
+  // event, like any other stream.
+  const OpId ran = plan_.kind(from) == OpKind::send ? plan_.partner(from) : from;
+  const double latency = rank_event_[plan_.rank(to)];
+  if (latency <= 0 || (plan_.rank(ran) == plan_.rank(to) && plan_.stream(ran) == plan_.stream(to)))
+    return false;
+  queue_.push(now_ + latency, EventKind::release, to);
+  return true;
 }
 
 void Engine::flow_done(FlowId f) {
