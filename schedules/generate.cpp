@@ -83,6 +83,12 @@ std::optional<DType> parse_dtype(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<HostMemory> parse_host_memory(std::string_view name) {
+  for (HostMemory m : {HostMemory::pinned, HostMemory::pageable})
+    if (to_string(m) == name) return m;
+  return std::nullopt;
+}
+
 std::span<const Algorithm> all_algorithms() {
   return kAlgorithms;
 }
@@ -214,6 +220,7 @@ void generate(const topo::Router& router, const PlanRequest& req, Plan& plan,
   plan.size = req.size;
   plan.chunks = req.chunks;
   plan.root = req.root;
+  plan.host_memory = req.host_memory;
   plan.rank_gpu = req.ranks.empty() ? t.gpus() : req.ranks;
   std::vector<topo::NodeId> seen = plan.rank_gpu;
   std::sort(seen.begin(), seen.end());

@@ -22,6 +22,7 @@ std::optional<Algorithm> parse_algorithm(std::string_view name);
 std::optional<Collective> parse_collective(std::string_view name);
 // "fp32", "fp16", "bf16".
 std::optional<DType> parse_dtype(std::string_view name);
+std::optional<HostMemory> parse_host_memory(std::string_view name);  // "pinned", "pageable"
 
 std::span<const Algorithm> all_algorithms();
 std::span<const Collective> all_collectives();
@@ -34,6 +35,7 @@ struct PlanRequest {
   std::uint32_t chunks = 1;         // k >= 1; 1 is the monolithic schedule
   RankId root = 0;                  // broadcast and reduce
   std::vector<topo::NodeId> ranks;  // GPUs taking part, rank order; empty means every GPU
+  HostMemory host_memory = HostMemory::pinned;  // the host buffer that staging copies use
 };
 
 // The algorithms generate() accepts for a collective on p ranks (ignoring size and k).

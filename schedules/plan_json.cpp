@@ -174,8 +174,8 @@ Plan parse_plan(std::string_view text, const std::string& file, const topo::Topo
     plan.size = static_cast<Bytes>(*s);
   plan.chunks = static_cast<std::uint32_t>(top.integer("chunks", 1, 1 << 30).value_or(1));
   if (auto m = top.string("host_memory")) {
-    if (*m == "pinned" || *m == "pageable")
-      plan.host_memory = *m == "pinned" ? HostMemory::pinned : HostMemory::pageable;
+    if (auto v = parse_host_memory(*m))
+      plan.host_memory = *v;
     else
       top.error("host_memory", "found \"" + *m + "\"; expected pinned or pageable");
   }

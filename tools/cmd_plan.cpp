@@ -31,6 +31,7 @@ struct PlanOptions {
   std::string size;
   std::uint32_t chunks = 1;
   std::string dtype = "fp32";
+  std::string host_memory = "pinned";
   sched::RankId root = 0;
   std::string out;
   std::string file;
@@ -90,6 +91,7 @@ void generate_command(const PlanOptions& o) {
   req.dtype = dtype_option(o.dtype);
   req.chunks = o.chunks;
   req.root = o.root;
+  req.host_memory = parse_host_memory(o.host_memory, "--host-memory");
   const topo::Topology t = load_topology(o.topology, max_memory_limit(o.max_memory));
   req.ranks = parse_ranks(o.ranks, t, "--ranks");
   topo::Router router(t);
@@ -261,6 +263,9 @@ void add_plan_commands(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 30));
   plan->add_option("--dtype", o->dtype, "fp32, fp16 or bf16")->capture_default_str();
+  plan->add_option("--host-memory", o->host_memory,
+                   "pinned or pageable: how the ranks' host buffers are allocated")
+      ->capture_default_str();
   plan->add_option("--root", o->root, "Root rank of broadcast and reduce")->capture_default_str();
   plan->add_option("--ranks", o->ranks,
                    "GPUs taking part, in rank order: indices 0-7,16 or GPU names (default: all)");

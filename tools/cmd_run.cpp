@@ -43,6 +43,7 @@ struct RunOptions {
   sched::RankId root = 0;
   std::string calibration;
   std::string routing = "ecmp";
+  std::string host_memory = "pinned";
   std::string trace;
   std::string format = "table";
   std::string out;
@@ -88,6 +89,10 @@ void add_common_options(CLI::App& cmd, RunOptions& o, bool sweep) {
                  "ecmp: each rank pair's flows hash onto one of the equal-cost paths, as fabric "
                  "switches spread flows; shortest: every flow takes the one deterministic "
                  "shortest path (all traffic between two leaves then crosses one spine)")
+      ->capture_default_str();
+  cmd.add_option("--host-memory", o.host_memory,
+                 "pinned or pageable: the host buffer that staging copies use; pageable copies "
+                 "also go through the host CPU's memcpy (docs/cost-model.md)")
       ->capture_default_str();
   cmd.add_option("--format", o.format, "Output: table, csv or json (JSON lines)")
       ->capture_default_str();
@@ -191,6 +196,9 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
                               o.routing == "ecmp" ? "ecmp (equal-cost paths chosen per rank pair "
                                                     "by a deterministic hash)"
                                                   : "shortest (one deterministic path per pair)"));
+  if (o.host_memory != "pinned")
+    lines.push_back(
+        fmt::format("host memory {} (staging copies also cross the host memcpy)", o.host_memory));
   // Without --chunks, "--algo ring,auto" leaves k free for auto only; the line keeps that.
   std::string again =
       fmt::format("collsim {} --topology {} --collective {} --algo {} --size {}{} --dtype {}",
@@ -201,6 +209,7 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
   if (o.root != 0) again += fmt::format(" --root {}", o.root);
   if (!o.calibration.empty()) again += fmt::format(" --calibration {}", o.calibration);
   if (o.routing != "ecmp") again += fmt::format(" --routing {}", o.routing);
+  if (o.host_memory != "pinned") again += fmt::format(" --host-memory {}", o.host_memory);
   if (o.auto_search != "full") again += fmt::format(" --auto-search {}", o.auto_search);
   if (!o.max_memory.empty()) again += fmt::format(" --max-memory {}", o.max_memory);
   lines.push_back(fmt::format("reproduce   {}", again));
@@ -330,6 +339,7 @@ void run_command(const RunOptions& o) {
   context.router = loaded->router.get();
   context.ranks = loaded->ranks;
   context.root = o.root;
+  context.host_memory = parse_host_memory(o.host_memory, "--host-memory");
   context.fast_auto = parse_auto_search(o.auto_search);
   set_limits(context, o, 1);
   InterruptGuard interrupt_guard;
@@ -429,6 +439,7 @@ std::unique_ptr<SweepSetup> prepare_sweep(const RunOptions& o, bool writes, unsi
   context.router = s->loaded->router.get();
   context.ranks = s->loaded->ranks;
   context.root = o.root;
+  context.host_memory = parse_host_memory(o.host_memory, "--host-memory");
   context.model_terms = !o.terms.empty();
   context.fast_auto = parse_auto_search(o.auto_search);
   // More threads than a thousand would only cost memory.

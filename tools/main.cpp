@@ -19,9 +19,8 @@ int run(int argc, char** argv) {
   app.set_version_flag("--version", "collsim 0.1.0");
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Log what collsim is doing to stderr");
-  app.parse_complete_callback([&] {
-    spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
-  });
+  app.parse_complete_callback(
+      [&] { spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn); });
   spdlog::set_pattern("collsim: %l: %v");
 
   cli::add_topo_commands(app);

@@ -68,16 +68,22 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
 }
 
 double copy_bandwidth(const topo::Router& router, const topo::Topology& topology, topo::NodeId gpu,
-                      sched::CopyKind kind) {
+                      sched::CopyKind kind, sched::HostMemory host_memory) {
   const topo::NodeId cpu = topology.host_cpu(gpu);
+  // A pageable buffer is staged through the host's memcpy as well (docs/cost-model.md).
+  const double staging = host_memory == sched::HostMemory::pageable && cpu != topo::kNoNode
+                             ? topology.node(cpu).memcpy_bandwidth
+                             : kUnlimited;
   switch (kind) {
     case sched::CopyKind::d2d:
       // A device copy reads and writes every byte.
       return topology.node(gpu).memory_bandwidth / 2;
     case sched::CopyKind::d2h:
-      return cpu == topo::kNoNode ? kUnlimited : router.route(gpu, cpu).bandwidth;
+      return cpu == topo::kNoNode ? kUnlimited
+                                  : std::min(router.route(gpu, cpu).bandwidth, staging);
     case sched::CopyKind::h2d:
-      return cpu == topo::kNoNode ? kUnlimited : router.route(cpu, gpu).bandwidth;
+      return cpu == topo::kNoNode ? kUnlimited
+                                  : std::min(router.route(cpu, gpu).bandwidth, staging);
     case sched::CopyKind::host:
       return cpu == topo::kNoNode ? kUnlimited : topology.node(cpu).memcpy_bandwidth;
   }
@@ -109,7 +115,8 @@ void ModelTermsSum::add(const sched::Plan& plan) {
     const double bytes = static_cast<double>(plan.bytes(op));
     if (plan.kind(op) == sched::OpKind::copy) {
       const double bw = copy_bandwidth(router_, topology, gpu,
-                                       sched::copy_kind(plan.src(op).buffer, plan.dst(op).buffer));
+                                       sched::copy_kind(plan.src(op).buffer, plan.dst(op).buffer),
+                                       plan.host_memory);
       if (std::isfinite(bw) && bw > 0) copy_[rank] += bytes / bw;
     } else if (plan.kind(op) == sched::OpKind::send) {
       const topo::NodeId peer = plan.rank_gpu[plan.peer(op)];
@@ -166,6 +173,7 @@ sched::PlanRequest make_request(const Context& context, const Point& point,
   request.dtype = point.dtype;
   request.chunks = chunks;
   request.root = context.root;
+  request.host_memory = context.host_memory;
   const std::size_t n = point.nranks == 0 ? context.ranks.size() : point.nranks;
   request.ranks.assign(context.ranks.begin(), context.ranks.begin() + static_cast<long>(n));
   if (context.root >= n)

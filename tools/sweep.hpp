@@ -34,6 +34,7 @@ struct Context {
   const topo::Router* router = nullptr;
   std::vector<topo::NodeId> ranks;  // the selected GPUs, rank order
   sched::RankId root = 0;
+  sched::HostMemory host_memory = sched::HostMemory::pinned;  // --host-memory
   bool model_terms = false;  // also compute the copy and link terms of each plan (for plots)
   // Auto searches of k stop, for each algorithm, at the first k slower than the one before
   // (--auto-search fast). Exact when time against k falls then rises, as the α-β forms of the

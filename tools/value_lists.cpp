@@ -20,6 +20,7 @@ constexpr std::array kCollectives = {
     sched::Collective::allreduce, sched::Collective::reduce_scatter, sched::Collective::allgather,
     sched::Collective::broadcast, sched::Collective::reduce,         sched::Collective::alltoall};
 constexpr std::array kDTypes = {sched::DType::fp32, sched::DType::fp16, sched::DType::bf16};
+constexpr std::array kHostMemories = {sched::HostMemory::pinned, sched::HostMemory::pageable};
 
 [[noreturn]] void fail(const std::string& option, std::string message) {
   throw InputError("", option, std::move(message));
@@ -205,6 +206,10 @@ std::vector<sched::Collective> parse_collective_list(std::string_view text,
 
 sched::DType parse_dtype(std::string_view text, const std::string& option) {
   return parse_name(text, option, "data type", kDTypes);
+}
+
+sched::HostMemory parse_host_memory(std::string_view text, const std::string& option) {
+  return parse_name(text, option, "host memory", kHostMemories);
 }
 
 std::vector<sched::DType> parse_dtype_list(std::string_view text, const std::string& option) {

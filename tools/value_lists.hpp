@@ -41,6 +41,7 @@ std::vector<sched::Collective> parse_collective_list(std::string_view text,
                                                      const std::string& option);
 sched::DType parse_dtype(std::string_view text, const std::string& option);
 std::vector<sched::DType> parse_dtype_list(std::string_view text, const std::string& option);
+sched::HostMemory parse_host_memory(std::string_view text, const std::string& option);
 
 // An algorithm, or nullopt for "auto" (search every algorithm that fits).
 using AlgoChoice = std::optional<sched::Algorithm>;

@@ -57,6 +57,29 @@ TEST_CASE("ring allreduce on two GPUs takes 2 latencies + size / bandwidth", "[c
   CHECK(rows[1][column(h, "ranks")] == "2");
 }
 
+TEST_CASE("a pageable host buffer makes staged allreduce slower, and only that", "[cli]") {
+  // The T4 box stages GPU-to-GPU data through host memory; a pageable buffer adds the host's
+  // memcpy to every device-host copy, so the time can only grow. Two NVLink GPUs never stage.
+  auto time_us = [](const std::string& args) {
+    const auto r = run_cli("run " + args + " --format csv --no-wall");
+    INFO(args << "\n" << r.err);
+    REQUIRE(r.status == 0);
+    const auto rows = csv_rows(r.out);
+    REQUIRE(rows.size() == 2);
+    return std::stod(rows[1][column(rows[0], "time_us")]);
+  };
+  const std::string t4 = "--topology configs/t4x4-pcie.json --algo ring --size 64MiB --chunks 4";
+  CHECK(time_us(t4 + " --host-memory pageable") > 1.5 * time_us(t4));
+  CHECK(time_us(t4 + " --host-memory pinned") == time_us(t4));
+  const std::string nvlink = kTwo + " --algo ring --size 1GB";
+  CHECK(time_us(nvlink + " --host-memory pageable") == time_us(nvlink));
+  // The plan says so, and the table's reproduce line keeps the option.
+  const auto plan = run_cli("plan " + t4 + " --host-memory pageable");
+  CHECK_THAT(plan.out, Catch::Contains("\"host_memory\":\"pageable\""));
+  const auto table = run_cli("run " + t4 + " --host-memory pageable --no-wall");
+  CHECK_THAT(table.out, Catch::Contains("--host-memory pageable"));
+}
+
 TEST_CASE("bus bandwidth never exceeds what the links allow", "[cli]") {
   // Any allreduce must move 2(p-1)/p x S bytes through each GPU's port, so busbw = 2(p-1)/p x
   // S / t can at most equal the port bandwidth: 100 GB/s on two-gpus, 50 GB/s on the switch.
@@ -115,6 +138,8 @@ TEST_CASE("bad values exit with status 2 and say what to do", "[cli][errors]") {
       {"run " + kTwo + " --size 1MiB --algo rign", "did you mean \"ring\""},
       {"run " + kTwo + " --size 1MiB --collective allreduc", "did you mean \"allreduce\""},
       {"run " + kTwo + " --size 1MiB --dtype fp64", "unknown data type"},
+      {"run " + kTwo + " --size 1MiB --host-memory pagable", "did you mean \"pageable\""},
+      {"plan " + kTwo + " --size 1MiB --host-memory swap", "expected one of pinned, pageable"},
       {"run " + kTwo + " --size 1MiB --chunks 1,2", "use collsim sweep"},
       {"run " + kTwo + " --size 1MiB --format xml", "table, csv or json"},
       {"run " + kTwo + " --size 1MiB --ranks 0-5", "out of range"},

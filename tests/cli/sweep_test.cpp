@@ -75,6 +75,15 @@ TEST_CASE("model terms: copy bytes over the copy path and sent bytes over the ro
   CHECK(terms.copy == Approx(0.1));
   // The send over the 100 GB/s NVLink: 1 GB / 100 GB/s = 0.01 s. Copy dominated.
   CHECK(terms.link == Approx(0.01));
+
+  // A pageable host buffer: the d2h copy also crosses cpu0's memcpy, here 4 GB/s: 0.25 s.
+  topo::Topology slow_memcpy = two_gpus_and_a_cpu();
+  slow_memcpy.node(slow_memcpy.find("cpu0")).memcpy_bandwidth = 4e9;
+  const topo::Router slow_router(slow_memcpy);
+  CHECK(model_terms(slow_router, plan).copy == Approx(0.1));
+  plan.host_memory = sched::HostMemory::pageable;
+  CHECK(model_terms(slow_router, plan).copy == Approx(0.25));
+  CHECK(model_terms(router, plan).copy == Approx(0.1));  // an unlimited memcpy changes nothing
 }
 
 TEST_CASE("model terms summed batch by batch, as a streamed plan drops its ops, are the same",
