@@ -823,6 +823,11 @@ void Engine::setup() {
     rank_launch_[r] = gpu.launch_latency;
     rank_event_[r] = gpu.event_latency;
     event_latency_ |= gpu.event_latency > 0;
+    if (gpu.memory_owner != topo::kNoNode &&
+        (gpu.memory_owner >= topo_.num_nodes() ||
+         topo_.node(gpu.memory_owner).kind != topo::NodeKind::gpu))
+      throw InternalError(fmt::format("GPU '{}' shares the memory of node {}, which is not a GPU",
+                                      gpu.name, gpu.memory_owner));
     rank_memory_[r] =
         map_.memory(gpu.memory_owner != topo::kNoNode ? gpu.memory_owner : plan_.rank_gpu[r]);
   }
