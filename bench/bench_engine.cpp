@@ -93,6 +93,7 @@ int main(int argc, char** argv) {
   bool components = false;
   bool stats = false;
   std::string routing = "ecmp";
+  std::string route_by = "auto";
   app.add_option("--gpus", gpus, "Number of GPUs")->check(CLI::Range(2u, 1u << 20));
   app.add_option("--size", size_text, "Allreduce size, e.g. 1GiB");
   app.add_option("--chunks", chunks, "Pipeline chunks k")->check(CLI::Range(1u, 1024u));
@@ -131,6 +132,10 @@ int main(int argc, char** argv) {
                  "ecmp (the command line's default) or shortest: how flows pick among "
                  "equal-cost paths")
       ->check(CLI::IsMember({"ecmp", "shortest"}));
+  app.add_option("--route-by", route_by,
+                 "auto (the command line's choice), search or cells: how routes are computed "
+                 "(the routes are the same; topology/routing.hpp)")
+      ->check(CLI::IsMember({"auto", "search", "cells"}));
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -157,7 +162,10 @@ int main(int argc, char** argv) {
       t.add_link(topo::Link{j, i, topo::LinkKind::nvlink, b, lat, i});
     }
     if (topology_file.empty()) topo::finalize(t);
-    topo::Router router(t, topo::RoutingOptions{.ecmp = routing == "ecmp"});
+    const auto method = route_by == "search"  ? topo::RoutingMethod::search
+                        : route_by == "cells" ? topo::RoutingMethod::cells
+                                              : topo::RoutingMethod::automatic;
+    topo::Router router(t, topo::RoutingOptions{.ecmp = routing == "ecmp", .method = method});
 
     const auto algorithm = sched::parse_algorithm(algorithm_name);
     if (!algorithm)

@@ -12,35 +12,18 @@
 #include <unordered_map>
 
 #include "topology/adjacency.hpp"
+#include "topology/cell_routing.hpp"
 #include "topology/error.hpp"
 
 namespace collsim::topo {
 namespace {
 
-// Distance to the destination: total latency in picoseconds, then hops.
-struct Label {
-  std::uint64_t ps = std::numeric_limits<std::uint64_t>::max();
-  std::uint32_t hops = std::numeric_limits<std::uint32_t>::max();
-  // clang-tidy 14 flags the literal 0 a defaulted <=> compares its result with; no pointer here.
-  // NOLINTNEXTLINE(modernize-use-nullptr)
-  auto operator<=>(const Label&) const = default;
-  bool finite() const { return hops != std::numeric_limits<std::uint32_t>::max(); }
-};
-
-Label extend(Label l, std::uint64_t ps) {
-  // Saturates: a path of several 1e6 s links is absurd but must not wrap around.
-  const std::uint64_t sum = l.ps > std::numeric_limits<std::uint64_t>::max() - ps
-                                ? std::numeric_limits<std::uint64_t>::max() - 1
-                                : l.ps + ps;
-  return {sum, l.hops + 1};
-}
-
-std::uint64_t mix(std::uint64_t x) {  // splitmix64 finaliser
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+using detail::Candidate;
+using detail::extend;
+using detail::hop_hash;
+using detail::Label;
+using detail::mix;
+using detail::pair_key;
 
 struct HeapEntry {
   Label label;
@@ -62,25 +45,12 @@ struct Scratch {
   }
 };
 
-struct Candidate {
-  std::uint32_t name_rank;
-  LinkId link;
-  NodeId next;
-  bool operator<(const Candidate& o) const {
-    return name_rank != o.name_rank ? name_rank < o.name_rank : link < o.link;
-  }
-};
-
 // A destination's complete distance labels, and for each node the link the deterministic
 // (non-ECMP) route takes next, so that walks towards a popular destination cost one step per hop.
 struct Table {
   std::vector<Label> label;
   std::vector<LinkId> next;
 };
-
-std::uint64_t pair_key(NodeId from, NodeId to) {
-  return (std::uint64_t{from} << 32) | to;
-}
 
 }  // namespace
 
@@ -153,7 +123,9 @@ struct Router::Cache {
   std::mutex scratch_mutex;
   std::vector<std::unique_ptr<Scratch>> scratch_pool;
 
-  Cache(const Topology& t, std::size_t limit)
+  std::unique_ptr<detail::CellRouting> cells;
+
+  Cache(const Topology& t, std::size_t limit, RoutingMethod method)
       : topology(t),
         out(t, Adjacency::Direction::out),
         link_ps(t.num_links()),
@@ -180,6 +152,12 @@ struct Router::Cache {
       tables[i].store(nullptr, std::memory_order_relaxed);
       search_work[i].store(0, std::memory_order_relaxed);
     }
+    if (method == RoutingMethod::search) return;
+    if (method == RoutingMethod::automatic && t.servers().size() < 2) return;
+    std::string why;
+    cells = detail::CellRouting::build(t, out, link_ps, name_rank, why);
+    if (!cells && method == RoutingMethod::cells)
+      throw InputError("", "", "routing by cells needs a fabric of servers: " + why);
   }
 
   std::unique_ptr<Scratch> acquire() {
@@ -273,8 +251,7 @@ struct Router::Cache {
       const LinkId id =
           next != nullptr && !ecmp
               ? next[u]
-              : next_link(label, u, ecmp, mix(flow_key ^ mix(pair_key(from, to) ^ mix(hop))),
-                          candidates, chose);
+              : next_link(label, u, ecmp, hop_hash(flow_key, from, to, hop), candidates, chose);
       const Link& l = topology.link(id);
       r.links.push_back(id);
       r.latency += l.latency;
@@ -296,6 +273,12 @@ struct Router::Cache {
   Route compute(NodeId from, NodeId to, bool ecmp, std::uint64_t flow_key, bool& chose) {
     if (from >= topology.num_nodes() || to >= topology.num_nodes())
       throw InternalError("Router: node id out of range");
+    if (cells) {
+      if (from == to) return Route{};
+      auto r = cells->compute(from, to, ecmp, flow_key, chose);
+      if (!r) unreachable(from, to);
+      return std::move(*r);
+    }
     if (const Table* table = tables[to].load(std::memory_order_acquire)) {
       if (!table->label[from].finite()) unreachable(from, to);
       return walk(table->label.data(), table->next.data(), from, to, ecmp, flow_key, chose);
@@ -344,7 +327,9 @@ struct Router::Cache {
 };
 
 Router::Router(const Topology& topology, RoutingOptions options)
-    : topology_(topology), options_(options), cache_(new Cache(topology, options.table_memory)) {}
+    : topology_(topology),
+      options_(options),
+      cache_(new Cache(topology, options.table_memory, options.method)) {}
 
 Router::~Router() {
   delete cache_;

@@ -10,11 +10,16 @@
 // picks among its equal-cost next links (sorted the same way) by a hash of the flow key, the
 // pair and the hop index, as a switch hashing a flow's header would.
 //
-// Cost: a query runs Dijkstra backwards from the destination and stops as soon as the source's
-// distance is final, so neighbours in a huge graph are cheap. A destination whose searches have
-// settled half the graph gets a complete distance table (the last search carried on to the end;
-// 20 bytes per node, within RoutingOptions::table_memory), after which each new source costs
+// Cost, searching: a query runs Dijkstra backwards from the destination and stops as soon as the
+// source's distance is final, so neighbours in a huge graph are cheap. A destination whose searches
+// have settled half the graph gets a complete distance table (the last search carried on to the
+// end; 20 bytes per node, within RoutingOptions::table_memory), after which each new source costs
 // only a walk along its path: all-pairs over 1024 GPUs takes well under a second.
+//
+// Cost, by cells: on a fabric of servers (no link joins two servers) a route needs the
+// distances inside the two servers and one table per switch it may enter the destination's
+// server from, each a search over the switches alone (cell_routing.hpp). The automatic method
+// takes it whenever the topology allows it and there are at least two servers.
 #include <cstdint>
 #include <vector>
 
@@ -29,8 +34,16 @@ struct Route {
   PathClass path_class = PathClass::loc;
 };
 
+// How routes are computed; every method gives the same routes (cell_routing.hpp).
+enum class RoutingMethod : std::uint8_t {
+  automatic,  // cells when the topology is a fabric of servers, search otherwise
+  search,     // one search of the whole graph per destination
+  cells,      // per-server and per-switch tables; InputError if the topology does not allow it
+};
+
 struct RoutingOptions {
   bool ecmp = false;  // spread flows over equal-cost paths by flow key
+  RoutingMethod method = RoutingMethod::automatic;
   // Bytes the router may spend on per-destination distance tables; beyond it, queries fall back
   // to searches that stop early. Only speed depends on it, never the routes.
   std::size_t table_memory = std::size_t{1} << 30;

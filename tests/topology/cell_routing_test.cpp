@@ -1,0 +1,200 @@
+// Routing by cells must give exactly the routes of the whole-graph search: same links, same
+// latency to the bit, same ECMP choices, same unreachable pairs.
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "topology/loader.hpp"
+#include "topology/routing.hpp"
+#include "topology_test_util.hpp"
+
+using namespace collsim;
+using namespace collsim::topo;
+using test::config_path;
+
+namespace {
+
+struct Outcome {
+  std::vector<LinkId> links;
+  double latency = 0, bandwidth = 0;
+  PathClass path_class = PathClass::loc;
+  std::string error;
+  bool operator==(const Outcome&) const = default;
+};
+
+Outcome outcome(const Router& router, NodeId from, NodeId to, std::uint64_t key) {
+  Outcome o;
+  try {
+    const Route r = router.compute(from, to, key);
+    o.links = r.links;
+    o.latency = r.latency;
+    o.bandwidth = r.bandwidth;
+    o.path_class = r.path_class;
+  } catch (const InputError& e) {
+    o.error = e.what();
+  }
+  return o;
+}
+
+std::string describe(const Topology& t, const Outcome& o) {
+  if (!o.error.empty()) return o.error;
+  std::string s;
+  for (LinkId id : o.links) s += t.node(t.link(id).from).name + " -> ";
+  return s + (o.links.empty() ? "(empty)" : t.node(t.link(o.links.back()).to).name);
+}
+
+// Compares the two methods on every ordered pair of `nodes`, with and without ECMP; returns
+// the number of pairs that differ (each reported).
+std::size_t mismatches(const Topology& t, const std::vector<NodeId>& nodes,
+                       const std::vector<std::uint64_t>& keys) {
+  std::size_t bad = 0;
+  for (bool ecmp : {false, true}) {
+    const Router search(t, RoutingOptions{.ecmp = ecmp, .method = RoutingMethod::search});
+    const Router cells(t, RoutingOptions{.ecmp = ecmp, .method = RoutingMethod::cells});
+    for (NodeId a : nodes)
+      for (NodeId b : nodes)
+        for (std::uint64_t key : keys) {
+          const Outcome want = outcome(search, a, b, key), got = outcome(cells, a, b, key);
+          if (want == got) continue;
+          if (++bad <= 5)
+            UNSCOPED_INFO(t.node(a).name << " -> " << t.node(b).name << " key " << key
+                                         << (ecmp ? " ecmp" : "") << ": search "
+                                         << describe(t, want) << "; cells " << describe(t, got));
+          if (!ecmp) break;
+        }
+  }
+  return bad;
+}
+
+std::vector<NodeId> all_nodes(const Topology& t) {
+  std::vector<NodeId> v(t.num_nodes());
+  for (NodeId i = 0; i < t.num_nodes(); ++i) v[i] = i;
+  return v;
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Appending piece by piece: GCC 12 warns (-Wrestrict) on chained std::string operator+.
+std::string numbered(std::string prefix, int i, const char* more = "", int j = -1) {
+  prefix += std::to_string(i);
+  prefix += more;
+  if (j >= 0) prefix += std::to_string(j);
+  return prefix;
+}
+
+// A random fabric of small servers and a few switches, with latencies drawn from a few values
+// so that equal-cost paths abound, some links one-way, and paths through servers that are
+// sometimes the shortest way between two switches.
+Topology random_fabric(std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  const auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const double latencies[] = {100e-9, 150e-9, 200e-9, 300e-9, 0};
+  Topology t;
+  const auto link = [&](NodeId a, NodeId b) {
+    const double lat = latencies[pick(0, 4)];
+    const double bw = 1e9 * pick(1, 4);
+    const auto index = static_cast<std::uint32_t>(t.num_links());
+    t.add_link(Link{a, b, LinkKind::pcie, bw, lat, index});
+    if (pick(0, 5) != 0) t.add_link(Link{b, a, LinkKind::pcie, bw, lat, index});
+  };
+  const int servers = pick(2, 6), switches = pick(1, 5);
+  std::vector<std::vector<NodeId>> members(servers);
+  std::vector<NodeId> core;
+  for (int s = 0; s < servers; ++s) {
+    t.add_server(Server{numbered("s", s), kNone, true, true});
+    const int n = pick(1, 5);
+    for (int i = 0; i < n; ++i) {
+      Node node;
+      node.name = numbered("s", s, "n", i);
+      node.kind = i == 0 ? NodeKind::gpu : (pick(0, 1) ? NodeKind::nic : NodeKind::gpu);
+      node.server = s;
+      members[s].push_back(t.add_node(std::move(node)));
+    }
+  }
+  for (int c = 0; c < switches; ++c) {
+    Node node;
+    node.name = numbered("sw", c);
+    node.kind = NodeKind::network_switch;
+    core.push_back(t.add_node(std::move(node)));
+  }
+  for (int s = 0; s < servers; ++s) {
+    const auto& m = members[s];
+    for (std::size_t i = 0; i + 1 < m.size(); ++i) link(m[i], m[i + 1]);
+    for (int extra = pick(0, 3); extra > 0; --extra) {
+      const NodeId a = m[pick(0, static_cast<int>(m.size()) - 1)];
+      const NodeId b = m[pick(0, static_cast<int>(m.size()) - 1)];
+      if (a != b) link(a, b);
+    }
+    for (int up = pick(1, 3); up > 0; --up)
+      link(m[pick(0, static_cast<int>(m.size()) - 1)], core[pick(0, switches - 1)]);
+  }
+  for (int extra = pick(0, 2 * switches); extra > 0; --extra) {
+    const NodeId a = core[pick(0, switches - 1)], b = core[pick(0, switches - 1)];
+    if (a != b) link(a, b);
+  }
+  finalize(t);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("routing by cells equals the whole-graph search on random fabrics") {
+  std::size_t pairs = 0;
+  for (std::uint32_t seed = 1; seed <= 300; ++seed) {
+    const Topology t = random_fabric(seed);
+    INFO("seed " << seed);
+    REQUIRE(mismatches(t, all_nodes(t), {0, 1, 2, 77}) == 0);
+    pairs += t.num_nodes() * t.num_nodes();
+  }
+  CHECK(pairs > 20000);
+}
+
+TEST_CASE("routing by cells equals the whole-graph search on shipped fabrics") {
+  const Topology rack = load_topology(config_path("hetero-rack.json"));
+  CHECK(mismatches(rack, all_nodes(rack), {0, 5}) == 0);
+
+  // cluster-1024 cut to 16 servers in 4 leaf groups: every node, every pair.
+  auto doc = nlohmann::json::parse(read(config_path("cluster-1024.json")));
+  doc["servers"][0]["count"] = 16;
+  doc["racks"][0]["count"] = 4;
+  doc["fabric"]["servers_per_leaf"] = 4;
+  const Topology small = parse_topology(doc.dump(), "cluster-16.json");
+  REQUIRE(small.servers().size() == 16);
+  CHECK(mismatches(small, all_nodes(small), {0, 3}) == 0);
+
+  // The full 1024 GPUs: all GPUs and NICs of three servers in different groups, to everything.
+  const Topology big = load_topology(config_path("cluster-1024.json"));
+  std::vector<NodeId> some;
+  for (NodeId n = 0; n < big.num_nodes(); ++n) {
+    const std::int32_t s = big.node(n).server;
+    if (s == 0 || s == 37 || s == 127 || s == kNone) some.push_back(n);
+  }
+  CHECK(mismatches(big, some, {0, 9}) == 0);
+}
+
+TEST_CASE("routing by cells refuses a link between two servers") {
+  Topology t;
+  t.add_server(Server{"a", kNone, true, true});
+  t.add_server(Server{"b", kNone, true, true});
+  Node x, y;
+  x.name = "x";
+  x.server = 0;
+  y.name = "y";
+  y.server = 1;
+  t.add_node(x);
+  t.add_node(y);
+  t.add_link(Link{0, 1, LinkKind::nvlink, 1e9, 0, 0});
+  finalize(t);
+  CHECK_THROWS_WITH(Router(t, RoutingOptions{.method = RoutingMethod::cells}),
+                    Catch::Contains("link 'x' -> 'y' joins two servers"));
+  // The automatic method falls back to the search.
+  const Router automatic(t);
+  CHECK(automatic.route(0, 1).links.size() == 1);
+}

@@ -1,0 +1,423 @@
+#include "topology/cell_routing.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "topology/error.hpp"
+
+namespace collsim::topo::detail {
+namespace {
+
+// A link of the core graph, stored with its head: `from` reaches the head at `cost`.
+struct Arc {
+  std::uint32_t from;
+  Label cost;
+};
+
+struct HeapEntry {
+  Label label;
+  std::uint32_t index;
+  bool operator<(const HeapEntry& o) const { return o.label < label; }  // min-heap
+};
+
+constexpr std::uint64_t kMaxTotalPs = std::uint64_t{1} << 62;
+
+}  // namespace
+
+struct CellRouting::Impl {
+  const Topology& topology;
+  const Adjacency& out;
+  const Adjacency in;
+  std::span<const std::uint64_t> ps;
+  std::span<const std::uint32_t> name_rank;
+
+  // Each node's position among its server's nodes, or among the core nodes.
+  std::vector<std::uint32_t> local;
+  // Per server: its nodes, the links leaving it (exits) and entering it (entries), each a range
+  // of one flat array, in id order.
+  std::vector<std::uint32_t> node_begin, exit_begin, entry_begin;
+  std::vector<NodeId> cell_nodes;
+  std::vector<LinkId> exits, entries;
+  // leave[leave_begin[c] + v * exits(c) + i]: the cheapest way from node v of server c out over
+  // its exit i, inside c, exit link included.
+  std::vector<std::size_t> leave_begin;
+  std::vector<Label> leave;
+
+  std::vector<NodeId> core;
+  std::vector<std::uint32_t> arc_begin;  // core graph, arcs grouped by head
+  std::vector<Arc> arcs;
+
+  // D(., t) for core target t, built on first use and never changed afterwards.
+  std::unique_ptr<std::atomic<const std::vector<Label>*>[]> dist;
+  mutable std::mutex dist_owner_mutex;
+  mutable std::vector<std::unique_ptr<std::vector<Label>>> dist_owner;
+
+  // The equal-cost links from core node u towards core node t, in Candidate order.
+  static constexpr std::size_t kShards = 64;
+  struct NextShard {
+    std::shared_mutex mutex;
+    std::unordered_map<std::uint64_t, std::vector<Candidate>> next;
+  };
+  std::unique_ptr<NextShard[]> next_shards{new NextShard[kShards]};
+
+  Impl(const Topology& t, const Adjacency& o, std::span<const std::uint64_t> p,
+       std::span<const std::uint32_t> r)
+      : topology(t), out(o), in(t, Adjacency::Direction::in), ps(p), name_rank(r) {}
+
+  std::int32_t cell(NodeId n) const { return topology.node(n).server; }
+  bool in_core(NodeId n) const { return cell(n) == kNone; }
+  std::span<const NodeId> nodes_of(std::size_t c) const {
+    return {cell_nodes.data() + node_begin[c], cell_nodes.data() + node_begin[c + 1]};
+  }
+  std::span<const LinkId> exits_of(std::size_t c) const {
+    return {exits.data() + exit_begin[c], exits.data() + exit_begin[c + 1]};
+  }
+  std::span<const LinkId> entries_of(std::size_t c) const {
+    return {entries.data() + entry_begin[c], entries.data() + entry_begin[c + 1]};
+  }
+  const Label* leave_row(NodeId v) const {
+    const auto c = static_cast<std::size_t>(cell(v));
+    return leave.data() + leave_begin[c] + std::size_t{local[v]} * exits_of(c).size();
+  }
+
+  // Distances inside server c to its node `target`, by local index.
+  void inside_to(std::size_t c, NodeId target, std::vector<Label>& label,
+                 std::vector<HeapEntry>& heap) const {
+    label.assign(nodes_of(c).size(), Label{});
+    heap.clear();
+    label[local[target]] = Label{0, 0};
+    heap.push_back({label[local[target]], local[target]});
+    const auto server = static_cast<std::int32_t>(c);
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end());
+      const HeapEntry e = heap.back();
+      heap.pop_back();
+      if (label[e.index] < e.label) continue;
+      for (LinkId id : in.of(nodes_of(c)[e.index])) {
+        const NodeId v = topology.link(id).from;
+        if (cell(v) != server) continue;
+        const Label nl = extend(e.label, ps[id]);
+        if (nl < label[local[v]]) {
+          label[local[v]] = nl;
+          heap.push_back({nl, local[v]});
+          std::push_heap(heap.begin(), heap.end());
+        }
+      }
+    }
+  }
+
+  void index_cells() {
+    const std::size_t cells = topology.servers().size();
+    local.assign(topology.num_nodes(), 0);
+    node_begin.assign(cells + 1, 0);
+    exit_begin.assign(cells + 1, 0);
+    entry_begin.assign(cells + 1, 0);
+    for (NodeId n = 0; n < topology.num_nodes(); ++n) {
+      if (in_core(n)) {
+        local[n] = static_cast<std::uint32_t>(core.size());
+        core.push_back(n);
+      } else {
+        local[n] = node_begin[static_cast<std::size_t>(cell(n)) + 1]++;
+      }
+    }
+    for (const Link& l : topology.links()) {
+      if (!in_core(l.from) && in_core(l.to))
+        ++exit_begin[static_cast<std::size_t>(cell(l.from)) + 1];
+      if (in_core(l.from) && !in_core(l.to))
+        ++entry_begin[static_cast<std::size_t>(cell(l.to)) + 1];
+    }
+    for (std::size_t c = 0; c < cells; ++c) {
+      node_begin[c + 1] += node_begin[c];
+      exit_begin[c + 1] += exit_begin[c];
+      entry_begin[c + 1] += entry_begin[c];
+    }
+    cell_nodes.resize(node_begin[cells]);
+    exits.resize(exit_begin[cells]);
+    entries.resize(entry_begin[cells]);
+    for (NodeId n = 0; n < topology.num_nodes(); ++n)
+      if (!in_core(n)) cell_nodes[node_begin[static_cast<std::size_t>(cell(n))] + local[n]] = n;
+    std::vector<std::uint32_t> exit_fill(exit_begin.begin(), exit_begin.end() - 1);
+    std::vector<std::uint32_t> entry_fill(entry_begin.begin(), entry_begin.end() - 1);
+    for (LinkId id = 0; id < topology.num_links(); ++id) {
+      const Link& l = topology.link(id);
+      if (!in_core(l.from) && in_core(l.to))
+        exits[exit_fill[static_cast<std::size_t>(cell(l.from))]++] = id;
+      if (in_core(l.from) && !in_core(l.to))
+        entries[entry_fill[static_cast<std::size_t>(cell(l.to))]++] = id;
+    }
+  }
+
+  void build_leave_tables() {
+    const std::size_t cells = topology.servers().size();
+    leave_begin.assign(cells + 1, 0);
+    for (std::size_t c = 0; c < cells; ++c)
+      leave_begin[c + 1] = leave_begin[c] + nodes_of(c).size() * exits_of(c).size();
+    leave.assign(leave_begin[cells], Label{});
+    std::vector<Label> label;
+    std::vector<HeapEntry> heap;
+    for (std::size_t c = 0; c < cells; ++c) {
+      const auto x = exits_of(c);
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        inside_to(c, topology.link(x[i]).from, label, heap);
+        for (std::size_t v = 0; v < label.size(); ++v)
+          if (label[v].finite())
+            leave[leave_begin[c] + v * x.size() + i] = extend(label[v], ps[x[i]]);
+      }
+    }
+  }
+
+  // The core graph: core links, and for each server one arc per (entry, exit) pair at the
+  // cheapest way through it. Parallel arcs keep only the cheapest: a search needs no more.
+  void build_core_graph() {
+    struct Raw {
+      std::uint32_t head, from;
+      Label cost;
+    };
+    std::vector<Raw> raw;
+    for (LinkId id = 0; id < topology.num_links(); ++id) {
+      const Link& l = topology.link(id);
+      if (in_core(l.from) && in_core(l.to) && l.from != l.to)
+        raw.push_back({local[l.to], local[l.from], Label{ps[id], 1}});
+    }
+    for (std::size_t c = 0; c < topology.servers().size(); ++c) {
+      const auto x = exits_of(c);
+      for (LinkId f : entries_of(c)) {
+        const Link& fl = topology.link(f);
+        const Label* row = leave_row(fl.to);
+        for (std::size_t i = 0; i < x.size(); ++i) {
+          const NodeId z = topology.link(x[i]).to;
+          if (z == fl.from || !row[i].finite()) continue;
+          raw.push_back({local[z], local[fl.from], join(Label{ps[f], 1}, row[i])});
+        }
+      }
+    }
+    std::sort(raw.begin(), raw.end(), [](const Raw& a, const Raw& b) {
+      if (a.head != b.head) return a.head < b.head;
+      if (a.from != b.from) return a.from < b.from;
+      return a.cost < b.cost;
+    });
+    arc_begin.assign(core.size() + 1, 0);
+    for (std::size_t i = 0; i < raw.size(); ++i) {
+      if (i > 0 && raw[i].head == raw[i - 1].head && raw[i].from == raw[i - 1].from) continue;
+      arcs.push_back({raw[i].from, raw[i].cost});
+      ++arc_begin[raw[i].head + 1];
+    }
+    for (std::size_t k = 0; k < core.size(); ++k) arc_begin[k + 1] += arc_begin[k];
+    dist.reset(new std::atomic<const std::vector<Label>*>[core.size()]);
+    for (std::size_t k = 0; k < core.size(); ++k) dist[k].store(nullptr, std::memory_order_relaxed);
+  }
+
+  const std::vector<Label>& table(std::uint32_t target) const {
+    if (const auto* t = dist[target].load(std::memory_order_acquire)) return *t;
+    auto label = std::make_unique<std::vector<Label>>(core.size());
+    std::vector<HeapEntry> heap{{Label{0, 0}, target}};
+    (*label)[target] = Label{0, 0};
+    while (!heap.empty()) {
+      std::pop_heap(heap.begin(), heap.end());
+      const HeapEntry e = heap.back();
+      heap.pop_back();
+      if ((*label)[e.index] < e.label) continue;
+      for (std::uint32_t a = arc_begin[e.index]; a < arc_begin[e.index + 1]; ++a) {
+        const Label nl = join(arcs[a].cost, e.label);
+        if (nl < (*label)[arcs[a].from]) {
+          (*label)[arcs[a].from] = nl;
+          heap.push_back({nl, arcs[a].from});
+          std::push_heap(heap.begin(), heap.end());
+        }
+      }
+    }
+    const std::vector<Label>* expected = nullptr;
+    if (!dist[target].compare_exchange_strong(expected, label.get(), std::memory_order_acq_rel))
+      return *expected;  // another thread published it first
+    std::lock_guard lock(dist_owner_mutex);
+    dist_owner.push_back(std::move(label));
+    return *dist_owner.back();
+  }
+
+  // Distance from any node to core node t, given t's table.
+  Label to_core(NodeId v, const std::vector<Label>& d) const {
+    if (in_core(v)) return d[local[v]];
+    const auto x = exits_of(static_cast<std::size_t>(cell(v)));
+    const Label* row = leave_row(v);
+    Label best;
+    for (std::size_t i = 0; i < x.size(); ++i)
+      best = std::min(best, join(row[i], d[local[topology.link(x[i]).to]]));
+    return best;
+  }
+
+  const std::vector<Candidate>& next_towards(std::uint32_t u, std::uint32_t t) const {
+    const std::uint64_t key = (std::uint64_t{u} << 32) | t;
+    NextShard& shard = next_shards[mix(key) % kShards];
+    {
+      std::shared_lock lock(shard.mutex);
+      if (auto it = shard.next.find(key); it != shard.next.end()) return it->second;
+    }
+    const std::vector<Label>& d = table(t);
+    std::vector<Candidate> found;
+    for (LinkId id : out.of(core[u])) {
+      const NodeId v = topology.link(id).to;
+      const Label lv = to_core(v, d);
+      if (lv.finite() && extend(lv, ps[id]) == d[u]) found.push_back({name_rank[v], id, v});
+    }
+    std::sort(found.begin(), found.end());
+    std::unique_lock lock(shard.mutex);
+    return shard.next.try_emplace(key, std::move(found)).first->second;
+  }
+};
+
+namespace {
+
+// What a route towards one destination needs: the distances inside its server and, for each
+// entry into that server, the core table of the entry's tail and the cost from there.
+struct Destination {
+  struct Entry {
+    LinkId link;
+    std::uint32_t tail;  // core index
+    Label cost;          // from the tail, over the entry, to the destination
+    const std::vector<Label>* table;
+  };
+  NodeId node;
+  std::int32_t cell;
+  std::vector<Label> inside;                  // by local index; empty for a core node
+  const std::vector<Label>* table = nullptr;  // a core destination's own table
+  std::vector<Entry> entries;
+};
+
+}  // namespace
+
+CellRouting::CellRouting(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CellRouting::~CellRouting() = default;
+
+std::unique_ptr<CellRouting> CellRouting::build(const Topology& topology, const Adjacency& out,
+                                                std::span<const std::uint64_t> link_ps,
+                                                std::span<const std::uint32_t> name_rank,
+                                                std::string& why) {
+  std::uint64_t total = 0;
+  for (LinkId id = 0; id < topology.num_links(); ++id) {
+    const Link& l = topology.link(id);
+    const std::int32_t a = topology.node(l.from).server, b = topology.node(l.to).server;
+    if (a != b && a != kNone && b != kNone) {
+      why = "link '" + topology.node(l.from).name + "' -> '" + topology.node(l.to).name +
+            "' joins two servers";
+      return nullptr;
+    }
+    total += std::min(link_ps[id], kMaxTotalPs);
+    if (total >= kMaxTotalPs) {
+      why = "link latencies add up to more than 2^62 ps";
+      return nullptr;
+    }
+  }
+  auto impl = std::make_unique<Impl>(topology, out, link_ps, name_rank);
+  impl->index_cells();
+  impl->build_leave_tables();
+  impl->build_core_graph();
+  return std::unique_ptr<CellRouting>(new CellRouting(std::move(impl)));
+}
+
+std::size_t CellRouting::core_nodes() const {
+  return impl_->core.size();
+}
+
+std::size_t CellRouting::full_table_bytes() const {
+  return impl_->core.size() * impl_->core.size() * sizeof(Label);
+}
+
+std::optional<Route> CellRouting::compute(NodeId from, NodeId to, bool ecmp, std::uint64_t flow_key,
+                                          bool& chose) const {
+  const Impl& m = *impl_;
+  const Topology& t = m.topology;
+  Destination dest{to, m.cell(to), {}, nullptr, {}};
+  if (dest.cell == kNone) {
+    dest.table = &m.table(m.local[to]);
+  } else {
+    std::vector<HeapEntry> heap;
+    m.inside_to(static_cast<std::size_t>(dest.cell), to, dest.inside, heap);
+    for (LinkId f : m.entries_of(static_cast<std::size_t>(dest.cell))) {
+      const Link& l = t.link(f);
+      const Label in = dest.inside[m.local[l.to]];
+      if (in.finite())
+        dest.entries.push_back(
+            {f, m.local[l.from], extend(in, m.ps[f]), &m.table(m.local[l.from])});
+    }
+  }
+  const auto core_label = [&](std::uint32_t k) {
+    if (dest.table != nullptr) return (*dest.table)[k];
+    Label best;
+    for (const auto& e : dest.entries) best = std::min(best, join((*e.table)[k], e.cost));
+    return best;
+  };
+  const auto label = [&](NodeId v) {
+    if (m.in_core(v)) return core_label(m.local[v]);
+    const auto c = static_cast<std::size_t>(m.cell(v));
+    Label best = m.cell(v) == dest.cell ? dest.inside[m.local[v]] : Label{};
+    const auto x = m.exits_of(c);
+    const Label* row = m.leave_row(v);
+    for (std::size_t i = 0; i < x.size(); ++i)
+      if (row[i] < best) best = std::min(best, join(row[i], core_label(m.local[t.link(x[i]).to])));
+    return best;
+  };
+
+  Label here = label(from);
+  if (!here.finite()) return std::nullopt;
+  Route r;
+  chose = false;
+  std::vector<Candidate> candidates;
+  NodeId u = from;
+  for (std::uint32_t hop = 0; u != to; ++hop) {
+    candidates.clear();
+    if (!m.in_core(u)) {
+      for (LinkId id : m.out.of(u)) {
+        const NodeId v = t.link(id).to;
+        const Label lv = label(v);
+        if (lv.finite() && extend(lv, m.ps[id]) == here)
+          candidates.push_back({m.name_rank[v], id, v});
+      }
+      std::sort(candidates.begin(), candidates.end());
+    } else if (dest.table != nullptr) {
+      const auto& c = m.next_towards(m.local[u], m.local[to]);
+      candidates.assign(c.begin(), c.end());
+    } else {
+      // Every shortest path from here last enters the destination's server over an entry whose
+      // total is `here`; its first link is that entry or a first link towards the entry's tail.
+      std::vector<std::uint32_t> tails;
+      for (const auto& e : dest.entries) {
+        if (join((*e.table)[m.local[u]], e.cost) != here) continue;
+        if (e.tail == m.local[u]) {
+          const NodeId x = t.link(e.link).to;
+          candidates.push_back({m.name_rank[x], e.link, x});
+        } else if (std::find(tails.begin(), tails.end(), e.tail) == tails.end()) {
+          tails.push_back(e.tail);
+          const auto& c = m.next_towards(m.local[u], e.tail);
+          candidates.insert(candidates.end(), c.begin(), c.end());
+        }
+      }
+      std::sort(candidates.begin(), candidates.end());
+      candidates.erase(
+          std::unique(candidates.begin(), candidates.end(),
+                      [](const Candidate& a, const Candidate& b) { return a.link == b.link; }),
+          candidates.end());
+    }
+    if (candidates.empty())
+      throw InternalError("CellRouting: no next hop on a shortest path from '" + t.node(u).name +
+                          "'");
+    const Candidate* pick = &candidates.front();
+    if (ecmp && candidates.size() > 1) {
+      chose = true;
+      pick = &candidates[hop_hash(flow_key, from, to, hop) % candidates.size()];
+    }
+    const Link& l = t.link(pick->link);
+    r.links.push_back(pick->link);
+    r.latency += l.latency;
+    r.bandwidth = std::min(r.bandwidth, l.bandwidth);
+    u = pick->next;
+    here = label(u);
+  }
+  r.path_class = classify(t, r.links);
+  return r;
+}
+
+}  // namespace collsim::topo::detail
