@@ -66,7 +66,7 @@ void FlowModel::settle_demand(ResourceId r) {
   res.demand = 0;
   if (res.flows.empty() || !(res.capacity < kUnlimited)) return;
   const Entry& e = res.flows.front();
-  res.demand = flows_[e.flow].uses[e.use].weight * flows_[e.flow].bound;
+  res.demand = e.weight * flows_[e.flow].bound;
 }
 
 void FlowModel::touch_slack(const Flow& flow) {
@@ -102,7 +102,7 @@ void FlowModel::start(FlowId f, double bytes, double now) {
     Resource& res = res_[use.resource];
     if (res.flows.empty()) res.busy_since = now;
     use.slot = static_cast<std::uint32_t>(res.flows.size());
-    res.flows.push_back(Entry{f, u});
+    res.flows.push_back(Entry{f, u, use.weight});
   }
   flow.bound = bound_of(flow);
   add_demand(flow, +1);
@@ -189,7 +189,7 @@ double FlowModel::load(ResourceId r) const {
   double sum = 0;
   for (const Entry& e : res_[r].flows) {
     const Flow& flow = flows_[e.flow];
-    if (flow.rate < kUnlimited) sum += flow.uses[e.use].weight * flow.rate;
+    if (flow.rate < kUnlimited) sum += e.weight * flow.rate;
   }
   return sum;
 }
@@ -342,7 +342,7 @@ void FlowModel::fill() {
     res.level = kUnlimited;
     for (const Entry& e : res.flows) {
       const Flow& flow = flows_[e.flow];
-      const double weight = flow.uses[e.use].weight;
+      const double weight = e.weight;
       if (flow.stamp == epoch_) {
         ++res.unfrozen;
         res.weight_sum += weight;
@@ -423,7 +423,7 @@ FlowModel::Check FlowModel::check_region() {
     for (const Entry& e : res.flows) {
       const Flow& flow = flows_[e.flow];
       const double x = flow.stamp == epoch_ ? flow.new_rate : flow.rate;
-      load += flow.uses[e.use].weight * x;
+      load += e.weight * x;
       fastest = std::max(fastest, x);
       outsiders = outsiders || flow.stamp != epoch_;
     }

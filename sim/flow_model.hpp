@@ -120,9 +120,12 @@ class FlowModel {
     bool frozen = false;
     std::vector<Use> uses;
   };
+  // The weight is copied here: a scan of a resource's flows then reads each flow's record but
+  // not its list of uses.
   struct Entry {
     FlowId flow;
     std::uint32_t use;  // index into the flow's uses
+    double weight;
   };
   // One cache line holds everything starting or ending a flow touches (capacity, flow list,
   // busy and byte counters); the progressive-filling scratch below is only read when sharing.
