@@ -55,9 +55,12 @@ echo
 # dominates), and the one-shot direct allreduce makes every flow cross two NICs shared by all.
 "$bench" --case "1024 GPUs (cluster-1024), tree, 1 GiB, k = 8" \
   --topology configs/cluster-1024.json --algorithm tree --size 1GiB --chunks 8 --repeat 1
-# Towards the 131,072-GPU tree: routing (one search per destination) dominates here.
+# Towards the 131,072-GPU tree: routes come from per-server and per-switch tables (routing by
+# cells), so the tree's cost is its re-sharing, which grows a little faster than p.
 "$bench" --case "4096 GPUs (cluster-4096), tree, 1 GiB, k = 8" \
   --topology "$(cluster 4096)" --algorithm tree --size 1GiB --chunks 8 --repeat 1
+"$bench" --case "16384 GPUs (cluster-16384), tree, 1 GiB, k = 8" \
+  --topology "$(cluster 16384)" --algorithm tree --size 1GiB --chunks 8 --repeat 1
 "$bench" --case "64 GPUs (cluster-64), direct (one-shot), 64 MiB, k = 1" \
   --topology "$(cluster 64)" --algorithm direct --size 64MiB --chunks 1 --repeat 1
 "$bench" --case "8-GPU sweep (dgx-h100)" --sweep --topology configs/dgx-h100.json --chunks 8 \
