@@ -55,6 +55,9 @@ struct CellRouting::Impl {
   std::unique_ptr<std::atomic<const std::vector<Label>*>[]> dist;
   mutable std::mutex dist_owner_mutex;
   mutable std::vector<std::unique_ptr<std::vector<Label>>> dist_owner;
+  // Tables and next-link lists are kept while they fit; past it each is rebuilt when needed.
+  std::size_t memory_limit = 0;
+  mutable std::atomic<std::size_t> memory_used{0};
 
   // The equal-cost links from core node u towards core node t, in Candidate order.
   static constexpr std::size_t kShards = 64;
@@ -211,7 +214,15 @@ struct CellRouting::Impl {
     for (std::size_t k = 0; k < core.size(); ++k) dist[k].store(nullptr, std::memory_order_relaxed);
   }
 
-  const std::vector<Label>& table(std::uint32_t target) const {
+  bool reserve(std::size_t bytes) const {
+    if (memory_used.fetch_add(bytes) + bytes <= memory_limit) return true;
+    memory_used.fetch_sub(bytes);
+    return false;
+  }
+
+  // D(., target); in `keep` when it could not be kept here.
+  const std::vector<Label>& table(std::uint32_t target,
+                                  std::unique_ptr<std::vector<Label>>& keep) const {
     if (const auto* t = dist[target].load(std::memory_order_acquire)) return *t;
     auto label = std::make_unique<std::vector<Label>>(core.size());
     std::vector<HeapEntry> heap{{Label{0, 0}, target}};
@@ -230,9 +241,16 @@ struct CellRouting::Impl {
         }
       }
     }
+    const std::size_t bytes = label->size() * sizeof(Label);
+    if (!reserve(bytes)) {
+      keep = std::move(label);
+      return *keep;
+    }
     const std::vector<Label>* expected = nullptr;
-    if (!dist[target].compare_exchange_strong(expected, label.get(), std::memory_order_acq_rel))
+    if (!dist[target].compare_exchange_strong(expected, label.get(), std::memory_order_acq_rel)) {
+      memory_used.fetch_sub(bytes);
       return *expected;  // another thread published it first
+    }
     std::lock_guard lock(dist_owner_mutex);
     dist_owner.push_back(std::move(label));
     return *dist_owner.back();
@@ -249,14 +267,17 @@ struct CellRouting::Impl {
     return best;
   }
 
-  const std::vector<Candidate>& next_towards(std::uint32_t u, std::uint32_t t) const {
+  // The equal-cost links from core node u towards core node t, whose table is `d`; in `spill`
+  // when the list could not be kept here.
+  const std::vector<Candidate>& next_towards(std::uint32_t u, std::uint32_t t,
+                                             const std::vector<Label>& d,
+                                             std::vector<Candidate>& spill) const {
     const std::uint64_t key = (std::uint64_t{u} << 32) | t;
     NextShard& shard = next_shards[mix(key) % kShards];
     {
       std::shared_lock lock(shard.mutex);
       if (auto it = shard.next.find(key); it != shard.next.end()) return it->second;
     }
-    const std::vector<Label>& d = table(t);
     std::vector<Candidate> found;
     for (LinkId id : out.of(core[u])) {
       const NodeId v = topology.link(id).to;
@@ -264,8 +285,16 @@ struct CellRouting::Impl {
       if (lv.finite() && extend(lv, ps[id]) == d[u]) found.push_back({name_rank[v], id, v});
     }
     std::sort(found.begin(), found.end());
+    // A map node and its list: about 64 bytes besides the candidates.
+    const std::size_t bytes = 64 + found.size() * sizeof(Candidate);
+    if (!reserve(bytes)) {
+      spill = std::move(found);
+      return spill;
+    }
     std::unique_lock lock(shard.mutex);
-    return shard.next.try_emplace(key, std::move(found)).first->second;
+    const auto [it, inserted] = shard.next.try_emplace(key, std::move(found));
+    if (!inserted) memory_used.fetch_sub(bytes);  // another thread kept it first
+    return it->second;
   }
 };
 
@@ -285,6 +314,7 @@ struct Destination {
   std::vector<Label> inside;                  // by local index; empty for a core node
   const std::vector<Label>* table = nullptr;  // a core destination's own table
   std::vector<Entry> entries;
+  std::vector<std::unique_ptr<std::vector<Label>>> kept;  // tables the router could not keep
 };
 
 }  // namespace
@@ -295,7 +325,7 @@ CellRouting::~CellRouting() = default;
 std::unique_ptr<CellRouting> CellRouting::build(const Topology& topology, const Adjacency& out,
                                                 std::span<const std::uint64_t> link_ps,
                                                 std::span<const std::uint32_t> name_rank,
-                                                std::string& why) {
+                                                std::size_t memory_limit, std::string& why) {
   std::uint64_t total = 0;
   for (LinkId id = 0; id < topology.num_links(); ++id) {
     const Link& l = topology.link(id);
@@ -312,27 +342,20 @@ std::unique_ptr<CellRouting> CellRouting::build(const Topology& topology, const 
     }
   }
   auto impl = std::make_unique<Impl>(topology, out, link_ps, name_rank);
+  impl->memory_limit = memory_limit;
   impl->index_cells();
   impl->build_leave_tables();
   impl->build_core_graph();
   return std::unique_ptr<CellRouting>(new CellRouting(std::move(impl)));
 }
 
-std::size_t CellRouting::core_nodes() const {
-  return impl_->core.size();
-}
-
-std::size_t CellRouting::full_table_bytes() const {
-  return impl_->core.size() * impl_->core.size() * sizeof(Label);
-}
-
 std::optional<Route> CellRouting::compute(NodeId from, NodeId to, bool ecmp, std::uint64_t flow_key,
                                           bool& chose) const {
   const Impl& m = *impl_;
   const Topology& t = m.topology;
-  Destination dest{to, m.cell(to), {}, nullptr, {}};
+  Destination dest{to, m.cell(to), {}, nullptr, {}, {}};
   if (dest.cell == kNone) {
-    dest.table = &m.table(m.local[to]);
+    dest.table = &m.table(m.local[to], dest.kept.emplace_back());
   } else {
     std::vector<HeapEntry> heap;
     m.inside_to(static_cast<std::size_t>(dest.cell), to, dest.inside, heap);
@@ -340,8 +363,8 @@ std::optional<Route> CellRouting::compute(NodeId from, NodeId to, bool ecmp, std
       const Link& l = t.link(f);
       const Label in = dest.inside[m.local[l.to]];
       if (in.finite())
-        dest.entries.push_back(
-            {f, m.local[l.from], extend(in, m.ps[f]), &m.table(m.local[l.from])});
+        dest.entries.push_back({f, m.local[l.from], extend(in, m.ps[f]),
+                                &m.table(m.local[l.from], dest.kept.emplace_back())});
     }
   }
   const auto core_label = [&](std::uint32_t k) {
@@ -365,7 +388,7 @@ std::optional<Route> CellRouting::compute(NodeId from, NodeId to, bool ecmp, std
   if (!here.finite()) return std::nullopt;
   Route r;
   chose = false;
-  std::vector<Candidate> candidates;
+  std::vector<Candidate> candidates, spill;
   NodeId u = from;
   for (std::uint32_t hop = 0; u != to; ++hop) {
     candidates.clear();
@@ -378,7 +401,7 @@ std::optional<Route> CellRouting::compute(NodeId from, NodeId to, bool ecmp, std
       }
       std::sort(candidates.begin(), candidates.end());
     } else if (dest.table != nullptr) {
-      const auto& c = m.next_towards(m.local[u], m.local[to]);
+      const auto& c = m.next_towards(m.local[u], m.local[to], *dest.table, spill);
       candidates.assign(c.begin(), c.end());
     } else {
       // Every shortest path from here last enters the destination's server over an entry whose
@@ -391,7 +414,7 @@ std::optional<Route> CellRouting::compute(NodeId from, NodeId to, bool ecmp, std
           candidates.push_back({m.name_rank[x], e.link, x});
         } else if (std::find(tails.begin(), tails.end(), e.tail) == tails.end()) {
           tails.push_back(e.tail);
-          const auto& c = m.next_towards(m.local[u], e.tail);
+          const auto& c = m.next_towards(m.local[u], e.tail, *e.table, spill);
           candidates.insert(candidates.end(), c.begin(), c.end());
         }
       }

@@ -32,11 +32,12 @@ class CellRouting {
  public:
   // nullptr, with the reason in `why`, when the topology is not a fabric of servers as above.
   // The spans must outlive the result: link latencies in picoseconds, and each node's position
-  // in name order.
+  // in name order. Core tables and next-link lists are kept within `memory_limit` bytes and
+  // rebuilt for each route beyond it (slower, same routes).
   static std::unique_ptr<CellRouting> build(const Topology& topology, const Adjacency& out,
                                             std::span<const std::uint64_t> link_ps,
                                             std::span<const std::uint32_t> name_rank,
-                                            std::string& why);
+                                            std::size_t memory_limit, std::string& why);
   ~CellRouting();
   CellRouting(const CellRouting&) = delete;
   CellRouting& operator=(const CellRouting&) = delete;
@@ -45,10 +46,6 @@ class CellRouting {
   // `chose` when ECMP had a choice to make at some hop. Safe to call from many threads.
   std::optional<Route> compute(NodeId from, NodeId to, bool ecmp, std::uint64_t flow_key,
                                bool& chose) const;
-
-  std::size_t core_nodes() const;
-  // Bytes of the core distance tables once every core node has one.
-  std::size_t full_table_bytes() const;
 
  private:
   struct Impl;

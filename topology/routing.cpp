@@ -155,7 +155,7 @@ struct Router::Cache {
     if (method == RoutingMethod::search) return;
     if (method == RoutingMethod::automatic && t.servers().size() < 2) return;
     std::string why;
-    cells = detail::CellRouting::build(t, out, link_ps, name_rank, why);
+    cells = detail::CellRouting::build(t, out, link_ps, name_rank, limit, why);
     if (!cells && method == RoutingMethod::cells)
       throw InputError("", "", "routing by cells needs a fabric of servers: " + why);
   }

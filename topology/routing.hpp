@@ -44,8 +44,8 @@ enum class RoutingMethod : std::uint8_t {
 struct RoutingOptions {
   bool ecmp = false;  // spread flows over equal-cost paths by flow key
   RoutingMethod method = RoutingMethod::automatic;
-  // Bytes the router may spend on per-destination distance tables; beyond it, queries fall back
-  // to searches that stop early. Only speed depends on it, never the routes.
+  // Bytes the router may spend on distance tables (per destination when searching, per switch by
+  // cells); beyond it, queries search again each time. Only speed depends on it, never the routes.
   std::size_t table_memory = std::size_t{1} << 30;
 };
 

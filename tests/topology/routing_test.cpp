@@ -165,11 +165,12 @@ TEST_CASE("ECMP: deterministic per flow key, spread over equal-cost paths") {
 
 TEST_CASE("routes from many threads equal the single-threaded ones") {
   const Topology t = load_topology(config_path("hetero-rack.json"));
-  const Router reference(t);
+  const Router reference(t, RoutingOptions{.method = RoutingMethod::search});
   std::vector<std::vector<LinkId>> expected;
   for (NodeId a : t.gpus())
     for (NodeId b : t.gpus()) expected.push_back(reference.compute(a, b).links);
-  const Router shared(t);
+  const auto method = GENERATE(RoutingMethod::search, RoutingMethod::cells);
+  const Router shared(t, RoutingOptions{.method = method});
   std::vector<int> mismatches(8, 0);
   std::vector<std::thread> threads;
   for (int k = 0; k < 8; ++k)
