@@ -235,6 +235,7 @@ class Engine {
   std::vector<std::uint8_t> flow_queued_;  // by FlowId: a live flow_done event is queued
   std::uint64_t stale_events_ = 0;
   static constexpr std::uint64_t kMinSweep = 1u << 16;
+  static constexpr std::uint64_t kProgressEvery = (std::uint64_t{1} << 16) - 1;  // a mask
   double now_ = 0;
   double last_end_ = 0;
   std::size_t done_ = 0;
@@ -974,6 +975,7 @@ void Engine::advance() {
       stop_ = StopReason::cancelled;
       return;
     }
+    if ((events_ & kProgressEvery) == 0 && options_.progress) options_.progress(events_, now_);
     if (stale_events_ > kMinSweep && stale_events_ > queue_.size() / 2) {
       queue_.remove_if([&](const Event& ev) {
         return ev.kind() == EventKind::flow_done && ev.version != flows_.version(ev.id);

@@ -52,7 +52,10 @@ struct Options {
   std::uint64_t max_events = 0;
   double max_time = kUnlimited;               // simulated seconds
   const std::atomic<bool>* cancel = nullptr;  // polled after every event
-  std::string plan_file;                      // names the plan in error messages; may be empty
+  // Called every 2^16 events with the events so far and the simulated time reached, for a
+  // progress display on long runs; may be empty.
+  std::function<void(std::uint64_t events, double now)> progress;
+  std::string plan_file;  // names the plan in error messages; may be empty
   // Re-share arrivals and departures by region (sim/flow_model.hpp); off, by whole component.
   // The same rates to 1e-9 either way: off is for tests and measurements.
   bool sharing_regions = true;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -345,14 +346,25 @@ void run_command(const RunOptions& o) {
   InterruptGuard interrupt_guard;
   context.cancel = InterruptGuard::flag();
   const std::string name = topology_label(loaded->topology, o.topology);
+  // Long simulations (millions of events) say how far they are; short ones never draw.
+  Progress progress(stderr, o.progress || Progress::stderr_is_terminal());
+  std::mutex progress_mutex;
+  context.progress = [&](std::string_view what, std::uint64_t events, double now) {
+    const std::lock_guard lock(progress_mutex);
+    progress.status(fmt::format("{}: {:.1f} M events, simulated {}", what, 1e-6 * events,
+                                format_duration(now)));
+  };
 
   Evaluation ev;
   try {
     ev = evaluate_or_throw(context, point, name);
   } catch (const Interrupted& e) {
+    progress.finish();
     std::fprintf(stderr, "collsim: %s; the simulation did not finish\n", e.what());
     std::exit(kExitInterrupted);
   }
+  progress.clear();
+  context.progress = nullptr;
   if (!o.trace.empty()) {
     const sched::PlanRequest request =
         make_request(context, point, *parse_algo(ev.row.algo, "--algo"), ev.row.chunks);
@@ -583,6 +595,8 @@ void add_run_commands(CLI::App& app) {
   add_common_options(*run, *run_options, false);
   run->add_option("--trace", run_options->trace,
                   "Write a Chrome/Perfetto trace of the simulated run (open in ui.perfetto.dev)");
+  run->add_flag("--progress", run_options->progress,
+                "Show the progress line of long simulations even when stderr is not a terminal");
   run->callback([run_options, run] {
     run_options->chunks_given = run->count("--chunks") > 0;
     run_command(*run_options);

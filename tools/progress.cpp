@@ -50,6 +50,20 @@ void Progress::update(std::size_t done, std::size_t total) {
   std::fflush(out_);
 }
 
+void Progress::status(std::string_view text) {
+  if (!enabled_) return;
+  const auto now = std::chrono::steady_clock::now();
+  // Work that ends within a second never draws: the line would only flicker.
+  if (!drawn_ && now - start_ < std::chrono::seconds(1)) return;
+  if (drawn_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  last_draw_ = now;
+  drawn_ = true;
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  fmt::print(out_, "\r{:<{}}", fmt::format("{}, {} elapsed", text, clock_text(elapsed)),
+             kLineWidth);
+  std::fflush(out_);
+}
+
 void Progress::clear() {
   if (enabled_ && drawn_) {
     fmt::print(out_, "\r{:{}}\r", "", kLineWidth);

@@ -38,6 +38,13 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   check_request_memory(context, request, streamed);
   sim::Options options;
   options.cancel = context.cancel;
+  if (context.progress) {
+    const std::string what = fmt::format("{} {} k={}", sched::to_string(algorithm),
+                                         sched::to_string(point.collective), chunks);
+    options.progress = [&context, what](std::uint64_t events, double now) {
+      context.progress(what, events, now);
+    };
+  }
   sched::Plan plan;
   ModelTermsSum terms(*context.router);
   const sim::Result result = sim::simulate_streaming(

@@ -47,6 +47,9 @@ struct Context {
   // them would not fit in `max_memory` bytes; 0 turns the check off.
   std::uint64_t max_memory = 0;
   unsigned concurrent = 1;
+  // Called from the engine every 2^16 events of a simulation (`what` names the algorithm and k);
+  // may be called from several threads at once. Empty: no progress.
+  std::function<void(std::string_view what, std::uint64_t events, double now)> progress;
 };
 
 // The α-β terms of a plan, without overlap or contention: for each rank the bytes it copies over

@@ -193,3 +193,25 @@ TEST_CASE("limits stop a run early and say why", "[sim]") {
   r = sim::simulate(router, plan, c);
   CHECK(r.stop == sim::StopReason::cancelled);
 }
+
+TEST_CASE("a progress callback sees every 2^16th event and the time reached", "[sim]") {
+  TwoGpus t(1e9, 0);
+  topo::Router router(t.topology);
+  auto plan = t.plan();
+  for (int i = 0; i < 150000; ++i) plan.add(timed_op(OpKind::delay, 0, 1e-3));
+  std::vector<std::pair<std::uint64_t, double>> calls;
+  sim::Options o;
+  o.progress = [&](std::uint64_t events, double now) { calls.emplace_back(events, now); };
+  const auto r = sim::simulate(router, plan, o);
+  REQUIRE(r.events >= 150000);
+  REQUIRE(calls.size() == r.events / 65536);
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    CHECK(calls[i].first == (i + 1) * 65536);
+    CHECK(calls[i].second <= r.time);
+    if (i > 0) CHECK(calls[i].second > calls[i - 1].second);
+  }
+  // The same run without the callback ends the same way.
+  const auto quiet = sim::simulate(router, plan);
+  CHECK(quiet.time == r.time);
+  CHECK(quiet.events == r.events);
+}
