@@ -249,6 +249,20 @@ TEST_CASE("the progress bar shows done/total and time left on request", "[cli][s
   CHECK_THAT(shown.err, Catch::Contains("2/2 points") && Catch::Contains("left"));
 }
 
+TEST_CASE("run --progress changes nothing on stdout", "[cli]") {
+  // 2 x 63 x 8 x 64 sends and as many receives: past 2^16 events, so the engine reports
+  // progress; whether the line is drawn depends on the run taking a second.
+  const std::string args =
+      "run --topology configs/cluster-1024.json --ranks 0-63 --size 64MiB --chunks 8 --no-wall";
+  const auto quiet = run_cli(args);
+  const auto shown = run_cli(args + " --progress");
+  REQUIRE(quiet.status == 0);
+  CHECK(shown.status == 0);
+  CHECK(shown.out == quiet.out);
+  CHECK(quiet.err.empty());
+  if (!shown.err.empty()) CHECK_THAT(shown.err, Catch::Contains("ring allreduce k=8: "));
+}
+
 TEST_CASE("run with --algo auto says what it picked and the runner-up", "[cli][auto]") {
   const auto r = run_cli("run " + kFour + " --algo auto --size 4MiB");
   INFO(r.err);
