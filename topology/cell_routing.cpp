@@ -309,7 +309,6 @@ struct Destination {
     Label cost;          // from the tail, over the entry, to the destination
     const std::vector<Label>* table;
   };
-  NodeId node;
   std::int32_t cell;
   std::vector<Label> inside;                  // by local index; empty for a core node
   const std::vector<Label>* table = nullptr;  // a core destination's own table
@@ -353,7 +352,7 @@ std::optional<Route> CellRouting::compute(NodeId from, NodeId to, bool ecmp, std
                                           bool& chose) const {
   const Impl& m = *impl_;
   const Topology& t = m.topology;
-  Destination dest{to, m.cell(to), {}, nullptr, {}, {}};
+  Destination dest{m.cell(to), {}, nullptr, {}, {}};
   if (dest.cell == kNone) {
     dest.table = &m.table(m.local[to], dest.kept.emplace_back());
   } else {
