@@ -71,7 +71,11 @@ struct CellRouting::Impl {
        std::span<const std::uint32_t> r)
       : topology(t), out(o), in(t, Adjacency::Direction::in), ps(p), name_rank(r) {}
 
-  std::int32_t cell(NodeId n) const { return topology.node(n).server; }
+  // Each node's cell: its server, or the group of servers links join it to; kNone in the core.
+  std::vector<std::int32_t> cell_of;
+  std::size_t cells = 0;
+
+  std::int32_t cell(NodeId n) const { return cell_of[n]; }
   bool in_core(NodeId n) const { return cell(n) == kNone; }
   std::span<const NodeId> nodes_of(std::size_t c) const {
     return {cell_nodes.data() + node_begin[c], cell_nodes.data() + node_begin[c + 1]};
@@ -113,8 +117,37 @@ struct CellRouting::Impl {
     }
   }
 
+  // Servers joined by a link share a cell, so that no link joins two cells; cells are numbered
+  // in the order of their first server.
+  void assign_cells() {
+    const std::size_t servers = topology.servers().size();
+    std::vector<std::size_t> parent(servers);
+    for (std::size_t i = 0; i < servers; ++i) parent[i] = i;
+    const auto root = [&](std::size_t i) {
+      while (parent[i] != i) i = parent[i] = parent[parent[i]];
+      return i;
+    };
+    for (const Link& l : topology.links()) {
+      const std::int32_t a = topology.node(l.from).server, b = topology.node(l.to).server;
+      if (a == kNone || b == kNone || a == b) continue;
+      const std::size_t ra = root(static_cast<std::size_t>(a)),
+                        rb = root(static_cast<std::size_t>(b));
+      parent[std::max(ra, rb)] = std::min(ra, rb);
+    }
+    std::vector<std::int32_t> number(servers, kNone);
+    for (std::size_t i = 0; i < servers; ++i) {
+      const std::size_t r = root(i);
+      if (number[r] == kNone) number[r] = static_cast<std::int32_t>(cells++);
+      number[i] = number[r];
+    }
+    cell_of.assign(topology.num_nodes(), kNone);
+    for (NodeId n = 0; n < topology.num_nodes(); ++n)
+      if (topology.node(n).server != kNone)
+        cell_of[n] = number[static_cast<std::size_t>(topology.node(n).server)];
+  }
+
   void index_cells() {
-    const std::size_t cells = topology.servers().size();
+    assign_cells();
     local.assign(topology.num_nodes(), 0);
     node_begin.assign(cells + 1, 0);
     exit_begin.assign(cells + 1, 0);
@@ -155,7 +188,6 @@ struct CellRouting::Impl {
   }
 
   void build_leave_tables() {
-    const std::size_t cells = topology.servers().size();
     leave_begin.assign(cells + 1, 0);
     for (std::size_t c = 0; c < cells; ++c)
       leave_begin[c + 1] = leave_begin[c] + nodes_of(c).size() * exits_of(c).size();
@@ -186,7 +218,7 @@ struct CellRouting::Impl {
       if (in_core(l.from) && in_core(l.to) && l.from != l.to)
         raw.push_back({local[l.to], local[l.from], Label{ps[id], 1}});
     }
-    for (std::size_t c = 0; c < topology.servers().size(); ++c) {
+    for (std::size_t c = 0; c < cells; ++c) {
       const auto x = exits_of(c);
       for (LinkId f : entries_of(c)) {
         const Link& fl = topology.link(f);
@@ -327,13 +359,6 @@ std::unique_ptr<CellRouting> CellRouting::build(const Topology& topology, const 
                                                 std::size_t memory_limit, std::string& why) {
   std::uint64_t total = 0;
   for (LinkId id = 0; id < topology.num_links(); ++id) {
-    const Link& l = topology.link(id);
-    const std::int32_t a = topology.node(l.from).server, b = topology.node(l.to).server;
-    if (a != b && a != kNone && b != kNone) {
-      why = "link '" + topology.node(l.from).name + "' -> '" + topology.node(l.to).name +
-            "' joins two servers";
-      return nullptr;
-    }
     total += std::min(link_ps[id], kMaxTotalPs);
     if (total >= kMaxTotalPs) {
       why = "link latencies add up to more than 2^62 ps";
@@ -346,6 +371,10 @@ std::unique_ptr<CellRouting> CellRouting::build(const Topology& topology, const 
   impl->build_leave_tables();
   impl->build_core_graph();
   return std::unique_ptr<CellRouting>(new CellRouting(std::move(impl)));
+}
+
+std::size_t CellRouting::cells() const {
+  return impl_->cells;
 }
 
 std::optional<Route> CellRouting::compute(NodeId from, NodeId to, bool ecmp, std::uint64_t flow_key,

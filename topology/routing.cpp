@@ -157,7 +157,8 @@ struct Router::Cache {
     std::string why;
     cells = detail::CellRouting::build(t, out, link_ps, name_rank, limit, why);
     if (!cells && method == RoutingMethod::cells)
-      throw InputError("", "", "routing by cells needs a fabric of servers: " + why);
+      throw InputError("", "", "routing by cells is not possible here: " + why);
+    if (cells && method == RoutingMethod::automatic && cells->cells() < 2) cells.reset();
   }
 
   std::unique_ptr<Scratch> acquire() {

@@ -16,10 +16,10 @@
 // end; 20 bytes per node, within RoutingOptions::table_memory), after which each new source costs
 // only a walk along its path: all-pairs over 1024 GPUs takes well under a second.
 //
-// Cost, by cells: on a fabric of servers (no link joins two servers) a route needs the
-// distances inside the two servers and one table per switch it may enter the destination's
-// server from, each a search over the switches alone (cell_routing.hpp). The automatic method
-// takes it whenever the topology allows it and there are at least two servers.
+// Cost, by cells: on a fabric of servers a route needs the distances inside the two servers
+// (servers that links join directly count as one) and one table per switch it may enter the
+// destination's server from, each a search over the switches alone (cell_routing.hpp). The
+// automatic method takes it when there are at least two such cells.
 #include <cstdint>
 #include <vector>
 
@@ -36,9 +36,9 @@ struct Route {
 
 // How routes are computed; every method gives the same routes (cell_routing.hpp).
 enum class RoutingMethod : std::uint8_t {
-  automatic,  // cells when the topology is a fabric of servers, search otherwise
+  automatic,  // cells when the topology has two cells or more (cell_routing.hpp), else search
   search,     // one search of the whole graph per destination
-  cells,      // per-server and per-switch tables; InputError if the topology does not allow it
+  cells,      // per-server and per-switch tables; InputError if latencies are too large
 };
 
 struct RoutingOptions {

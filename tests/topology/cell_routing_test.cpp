@@ -139,6 +139,12 @@ Topology random_fabric(std::uint32_t seed) {
     for (int up = pick(1, 3); up > 0; --up)
       link(m[pick(0, static_cast<int>(m.size()) - 1)], core[pick(0, switches - 1)]);
   }
+  // Now and then a link straight between two servers, which puts them in one cell.
+  for (int joins = pick(-3, 2); joins > 0; --joins) {
+    const auto& a = members[pick(0, servers - 1)];
+    const auto& b = members[pick(0, servers - 1)];
+    link(a[pick(0, static_cast<int>(a.size()) - 1)], b[pick(0, static_cast<int>(b.size()) - 1)]);
+  }
   for (int extra = pick(0, 2 * switches); extra > 0; --extra) {
     const NodeId a = core[pick(0, switches - 1)], b = core[pick(0, switches - 1)];
     if (a != b) link(a, b);
@@ -186,22 +192,34 @@ TEST_CASE("routing by cells equals the whole-graph search on shipped fabrics") {
   CHECK(mismatches(big, some, {0, 9}) == 0);
 }
 
-TEST_CASE("routing by cells refuses a link between two servers") {
+TEST_CASE("servers joined by a link form one cell") {
+  // Two servers joined by a direct link, each with a port to one switch: the direct link is
+  // shorter than the way through the switch, and both methods must see it.
   Topology t;
   t.add_server(Server{"a", kNone, true, true});
   t.add_server(Server{"b", kNone, true, true});
-  Node x, y;
-  x.name = "x";
-  x.server = 0;
-  y.name = "y";
-  y.server = 1;
-  t.add_node(x);
-  t.add_node(y);
-  t.add_link(Link{0, 1, LinkKind::nvlink, 1e9, 0, 0});
+  t.add_server(Server{"c", kNone, true, true});
+  const auto node = [&](const char* name, std::int32_t server, NodeKind kind) {
+    Node n;
+    n.name = name;
+    n.server = server;
+    n.kind = kind;
+    return t.add_node(std::move(n));
+  };
+  const NodeId x = node("x", 0, NodeKind::gpu), y = node("y", 1, NodeKind::gpu);
+  const NodeId z = node("z", 2, NodeKind::gpu), sw = node("sw", kNone, NodeKind::network_switch);
+  const auto duplex = [&](NodeId a, NodeId b, double latency) {
+    const auto index = static_cast<std::uint32_t>(t.num_links());
+    t.add_link(Link{a, b, LinkKind::nvlink, 1e9, latency, index});
+    t.add_link(Link{b, a, LinkKind::nvlink, 1e9, latency, index});
+  };
+  duplex(x, y, 100e-9);
+  duplex(x, sw, 100e-9);
+  duplex(y, sw, 100e-9);
+  duplex(z, sw, 100e-9);
   finalize(t);
-  CHECK_THROWS_WITH(Router(t, RoutingOptions{.method = RoutingMethod::cells}),
-                    Catch::Contains("link 'x' -> 'y' joins two servers"));
-  // The automatic method falls back to the search.
-  const Router automatic(t);
-  CHECK(automatic.route(0, 1).links.size() == 1);
+  const Router cells(t, RoutingOptions{.method = RoutingMethod::cells});
+  CHECK(cells.route(x, y).links.size() == 1);
+  CHECK(cells.route(z, y).links.size() == 2);
+  CHECK(mismatches(t, all_nodes(t), {0, 1}) == 0);
 }
