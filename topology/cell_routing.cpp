@@ -35,14 +35,17 @@ struct CellRouting::Impl {
   std::span<const std::uint64_t> ps;
   std::span<const std::uint32_t> name_rank;
 
-  // Each node's position among its server's nodes, or among the core nodes.
+  // Each node's cell: its server, or the group of servers links join it to; kNone in the core.
+  std::vector<std::int32_t> cell_of;
+  std::size_t cells = 0;
+  // Each node's position among its cell's nodes, or among the core nodes.
   std::vector<std::uint32_t> local;
-  // Per server: its nodes, the links leaving it (exits) and entering it (entries), each a range
+  // Per cell: its nodes, the links leaving it (exits) and entering it (entries), each a range
   // of one flat array, in id order.
   std::vector<std::uint32_t> node_begin, exit_begin, entry_begin;
   std::vector<NodeId> cell_nodes;
   std::vector<LinkId> exits, entries;
-  // leave[leave_begin[c] + v * exits(c) + i]: the cheapest way from node v of server c out over
+  // leave[leave_begin[c] + v * exits(c) + i]: the cheapest way from node v of cell c out over
   // its exit i, inside c, exit link included.
   std::vector<std::size_t> leave_begin;
   std::vector<Label> leave;
@@ -71,10 +74,6 @@ struct CellRouting::Impl {
        std::span<const std::uint32_t> r)
       : topology(t), out(o), in(t, Adjacency::Direction::in), ps(p), name_rank(r) {}
 
-  // Each node's cell: its server, or the group of servers links join it to; kNone in the core.
-  std::vector<std::int32_t> cell_of;
-  std::size_t cells = 0;
-
   std::int32_t cell(NodeId n) const { return cell_of[n]; }
   bool in_core(NodeId n) const { return cell(n) == kNone; }
   std::span<const NodeId> nodes_of(std::size_t c) const {
@@ -91,14 +90,14 @@ struct CellRouting::Impl {
     return leave.data() + leave_begin[c] + std::size_t{local[v]} * exits_of(c).size();
   }
 
-  // Distances inside server c to its node `target`, by local index.
+  // Distances inside cell c to its node `target`, by local index.
   void inside_to(std::size_t c, NodeId target, std::vector<Label>& label,
                  std::vector<HeapEntry>& heap) const {
     label.assign(nodes_of(c).size(), Label{});
     heap.clear();
     label[local[target]] = Label{0, 0};
     heap.push_back({label[local[target]], local[target]});
-    const auto server = static_cast<std::int32_t>(c);
+    const auto inside = static_cast<std::int32_t>(c);
     while (!heap.empty()) {
       std::pop_heap(heap.begin(), heap.end());
       const HeapEntry e = heap.back();
@@ -106,7 +105,7 @@ struct CellRouting::Impl {
       if (label[e.index] < e.label) continue;
       for (LinkId id : in.of(nodes_of(c)[e.index])) {
         const NodeId v = topology.link(id).from;
-        if (cell(v) != server) continue;
+        if (cell(v) != inside) continue;
         const Label nl = extend(e.label, ps[id]);
         if (nl < label[local[v]]) {
           label[local[v]] = nl;
@@ -205,7 +204,7 @@ struct CellRouting::Impl {
     }
   }
 
-  // The core graph: core links, and for each server one arc per (entry, exit) pair at the
+  // The core graph: core links, and for each cell one arc per (entry, exit) pair at the
   // cheapest way through it. Parallel arcs keep only the cheapest: a search needs no more.
   void build_core_graph() {
     struct Raw {
@@ -332,8 +331,8 @@ struct CellRouting::Impl {
 
 namespace {
 
-// What a route towards one destination needs: the distances inside its server and, for each
-// entry into that server, the core table of the entry's tail and the cost from there.
+// What a route towards one destination needs: the distances inside its cell and, for each
+// entry into that cell, the core table of the entry's tail and the cost from there.
 struct Destination {
   struct Entry {
     LinkId link;
@@ -432,7 +431,7 @@ std::optional<Route> CellRouting::compute(NodeId from, NodeId to, bool ecmp, std
       const auto& c = m.next_towards(m.local[u], m.local[to], *dest.table, spill);
       candidates.assign(c.begin(), c.end());
     } else {
-      // Every shortest path from here last enters the destination's server over an entry whose
+      // Every shortest path from here last enters the destination's cell over an entry whose
       // total is `here`; its first link is that entry or a first link towards the entry's tail.
       std::vector<std::uint32_t> tails;
       for (const auto& e : dest.entries) {
