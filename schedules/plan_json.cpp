@@ -23,7 +23,7 @@ void write_region(std::ostream& out, std::string_view key, Region r) {
 }
 
 std::string quoted(const std::string& s) {
-  return json(s).dump();
+  return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::optional<BufferId> parse_buffer(std::string_view s) {

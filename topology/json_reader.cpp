@@ -43,8 +43,14 @@ std::string describe(const json& v) {
       return "number " + v.dump();
     case json::value_t::string: {
       std::string s = v.get<std::string>();
-      if (s.size() > 60) s = s.substr(0, 57) + "...";
-      return "string " + json(s).dump();
+      if (s.size() > 60) {
+        // Cut on a code point boundary: half a UTF-8 sequence cannot be dumped.
+        std::size_t cut = 57;
+        while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+        s.resize(cut);
+        s += "...";
+      }
+      return "string " + json(s).dump(-1, ' ', false, json::error_handler_t::replace);
     }
     case json::value_t::array:
       return "an array";
