@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "topology/huge_pages.hpp"
 #include "topology/topology.hpp"
 #include "topology/units.hpp"
 
@@ -179,20 +180,20 @@ class Plan {
   //   compute, delay: a = seconds (bit pattern)
   // Fields a kind does not use read back as the defaults of Op. A packed region has the buffer
   // in the top 8 bits and the offset below.
-  std::vector<OpKind> kind_;
-  std::vector<RankId> rank_;
-  std::vector<StreamId> stream_;
-  std::vector<std::uint32_t> bytes_;          // kWideBytes: see wide_
+  HugeVector<OpKind> kind_;
+  HugeVector<RankId> rank_;
+  HugeVector<StreamId> stream_;
+  HugeVector<std::uint32_t> bytes_;          // kWideBytes: see wide_
   std::vector<std::pair<OpId, Bytes>> wide_;  // by increasing OpId
-  std::vector<std::uint64_t> a_, b_;
-  std::vector<std::array<std::uint64_t, 2>> reduce_;  // src, src2 of each reduce
+  HugeVector<std::uint64_t> a_, b_;
+  HugeVector<std::array<std::uint64_t, 2>> reduce_;  // src, src2 of each reduce
   // Dependencies. Most ops have none or one, kept in dep_ itself: kNoOp for none, else the op it
   // waits for. An op with more (or one whose id has the top bit set) holds kManyDeps | g, and its
   // dependencies are deps_[dep_begin_[g], dep_begin_[g + 1]).
   static constexpr std::uint32_t kManyDeps = 1u << 31;
-  std::vector<std::uint32_t> dep_;
+  HugeVector<std::uint32_t> dep_;
   std::vector<std::uint32_t> dep_begin_{0};  // by group
-  std::vector<OpId> deps_;
+  HugeVector<OpId> deps_;
   std::size_t num_deps_ = 0;
   // What drop_before freed: the first op, reduce, dependency group and dependency edge kept.
   // Ids, reduce indices (in b_), group numbers (in dep_) and edge offsets (in dep_begin_) stay

@@ -158,7 +158,7 @@ class Engine {
   };
   static_assert(sizeof(OpRecord) == 16);
   // Records of ops [ops_base_, registered_): a streamed run forgets the finished ones below.
-  std::vector<OpRecord> ops_;
+  HugeVector<OpRecord> ops_;
   OpId ops_base_ = 0;
   OpId registered_ = 0;   // one past the last op added
   OpId batch_begin_ = 0;  // first op of the newest batch

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "sim/resources.hpp"
+#include "topology/huge_pages.hpp"
 #include "topology/units.hpp"
 
 namespace collsim::sim {
@@ -196,9 +197,9 @@ class FlowModel {
   void commit(double now);
   void freeze(Flow& flow, double rate, ResourceId bottleneck);
 
-  std::vector<Flow> flows_;
+  HugeVector<Flow> flows_;
   std::vector<FlowId> free_;
-  std::vector<Resource> res_;
+  HugeVector<Resource> res_;
   std::vector<ResourceId> seeds_;
   std::vector<ResourceId> comp_res_;
   std::vector<FlowId> comp_flows_;

@@ -1,0 +1,73 @@
+#include "topology/huge_pages.hpp"
+
+#include <cstdint>
+#include <new>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+namespace collsim::huge_pages {
+
+namespace {
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
+std::size_t rounded(std::size_t bytes) {
+  return (bytes + kHugePage - 1) & ~(kHugePage - 1);
+}
+
+void* heap_allocate(std::size_t bytes, std::size_t align) {
+  if (align > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+    return ::operator new(bytes, std::align_val_t{align});
+  return ::operator new(bytes);
+}
+
+void heap_deallocate(void* p, std::size_t align) noexcept {
+  if (align > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
+    ::operator delete(p, std::align_val_t{align});
+  else
+    ::operator delete(p);
+}
+}  // namespace
+
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+
+void* allocate(std::size_t bytes, std::size_t align) {
+  if (bytes < kThreshold) return heap_allocate(bytes, align);
+  if (bytes > SIZE_MAX - 2 * kHugePage) throw std::bad_alloc();
+  // Map a huge page more than needed, then unmap the ends so that what stays is aligned.
+  const std::size_t size = rounded(bytes);
+  void* raw = mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t aligned = (start + kHugePage - 1) & ~(kHugePage - 1);
+  if (aligned > start) munmap(raw, aligned - start);
+  const std::size_t tail = start + size + kHugePage - (aligned + size);
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + size), tail);
+  // Advice only: where the kernel has huge pages off, the memory is ordinary pages.
+  madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);
+  return reinterpret_cast<void*>(aligned);
+}
+
+void deallocate(void* p, std::size_t bytes, std::size_t align) noexcept {
+  if (bytes < kThreshold) {
+    heap_deallocate(p, align);
+    return;
+  }
+  munmap(p, rounded(bytes));
+}
+
+#else
+
+void* allocate(std::size_t bytes, std::size_t align) {
+  return heap_allocate(bytes, align);
+}
+
+void deallocate(void* p, std::size_t, std::size_t align) noexcept {
+  heap_deallocate(p, align);
+}
+
+#endif
+
+}  // namespace collsim::huge_pages
