@@ -18,13 +18,13 @@ std::size_t rounded(std::size_t bytes) {
 
 void* heap_allocate(std::size_t bytes, std::size_t align) {
   if (align > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
-    return ::operator new(bytes, std::align_val_t{align});
+    return ::operator new (bytes, std::align_val_t{align});
   return ::operator new(bytes);
 }
 
 void heap_deallocate(void* p, std::size_t align) noexcept {
   if (align > __STDCPP_DEFAULT_NEW_ALIGNMENT__)
-    ::operator delete(p, std::align_val_t{align});
+    ::operator delete (p, std::align_val_t{align});
   else
     ::operator delete(p);
 }
@@ -37,8 +37,8 @@ void* allocate(std::size_t bytes, std::size_t align) {
   if (bytes > SIZE_MAX - 2 * kHugePage) throw std::bad_alloc();
   // Map a huge page more than needed, then unmap the ends so that what stays is aligned.
   const std::size_t size = rounded(bytes);
-  void* raw = mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+  void* raw =
+      mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) throw std::bad_alloc();
   const auto start = reinterpret_cast<std::uintptr_t>(raw);
   const std::uintptr_t aligned = (start + kHugePage - 1) & ~(kHugePage - 1);
