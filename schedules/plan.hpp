@@ -183,7 +183,7 @@ class Plan {
   HugeVector<OpKind> kind_;
   HugeVector<RankId> rank_;
   HugeVector<StreamId> stream_;
-  HugeVector<std::uint32_t> bytes_;          // kWideBytes: see wide_
+  HugeVector<std::uint32_t> bytes_;           // kWideBytes: see wide_
   std::vector<std::pair<OpId, Bytes>> wide_;  // by increasing OpId
   HugeVector<std::uint64_t> a_, b_;
   HugeVector<std::array<std::uint64_t, 2>> reduce_;  // src, src2 of each reduce
