@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
       // Every (algorithm, size) the machine accepts, generate + simulate each; the slowest counts.
       std::uint64_t events = 0, collectives = 0;
       double worst_wall = 0, worst_cpu = 0, total_wall = 0, total_cpu = 0, sim_cpu = 0;
-      std::string worst;
+      std::string worst, worst_by_cpu;
       std::vector<double> per_wall, per_cpu;
       for (sched::Algorithm a : sched::algorithms_for(sched::Collective::allreduce, gpus)) {
         for (Bytes size = 8; size <= (Bytes{16} << 30); size *= 2) {
@@ -237,23 +237,35 @@ int main(int argc, char** argv) {
             worst_wall = wall;
             worst = fmt::format("{} {}", sched::to_string(a), format_size(size));
           }
-          worst_cpu = std::max(worst_cpu, c2 - c0);
+          if (c2 - c0 > worst_cpu) {
+            worst_cpu = c2 - c0;
+            worst_by_cpu = fmt::format("{} {}", sched::to_string(a), format_size(size));
+          }
+          if (stats)
+            std::fprintf(stderr, "%s %s k=%u: %llu events, generate %.6f s, simulate %.6f s CPU\n",
+                         std::string(sched::to_string(a)).c_str(), format_size(size).c_str(),
+                         r.chunks, static_cast<unsigned long long>(res.events), c1 - c0, c2 - c1);
           per_wall.push_back(wall);
           per_cpu.push_back(c2 - c0);
         }
       }
-      // The target is per collective: judged on the median, the slowest shown beside it (on a
-      // shared machine one collective in a few hundred waits for a core).
+      // The target holds for every collective, so the slowest decides. Its CPU time is what
+      // counts when only the wall time misses: on a shared machine one collective in a few
+      // hundred waits for a core.
+      const std::size_t over = static_cast<std::size_t>(std::count_if(
+          per_cpu.begin(), per_cpu.end(), [&](double c) { return max_wall > 0 && c > max_wall; }));
       std::sort(per_wall.begin(), per_wall.end());
       std::sort(per_cpu.begin(), per_cpu.end());
       const double median_wall = per_wall.empty() ? 0 : per_wall[per_wall.size() / 2];
       const double median_cpu = per_cpu.empty() ? 0 : per_cpu[per_cpu.size() / 2];
-      const auto [goal, met] = target(median_wall, median_cpu);
+      const auto [goal, met] = target(worst_wall, worst_cpu);
+      const std::string over_text =
+          max_wall > 0 ? fmt::format("; {} over {:g} s of CPU", over, max_wall) : "";
       std::printf(
-          "| %s: %u GPUs, every algorithm, 8 B–16 GiB, k ≤ %u (slowest: %s) | %llu | %llu | %.3g "
-          "| %.3f total; per collective median %.2g, max %.2g | %.3f total; median %.2g, max "
-          "%.2g | %.0f | %s per collective (median) | %s |\n",
-          case_name.c_str(), gpus, chunks, worst.c_str(),
+          "| %s: %u GPUs, every algorithm, 8 B–16 GiB, k ≤ %u (slowest: %s wall, %s CPU%s) | %llu "
+          "| %llu | %.3g | %.3f total; per collective median %.2g, max %.2g | %.3f total; median "
+          "%.2g, max %.2g | %.0f | %s per collective | %s |\n",
+          case_name.c_str(), gpus, chunks, worst.c_str(), worst_by_cpu.c_str(), over_text.c_str(),
           static_cast<unsigned long long>(collectives), static_cast<unsigned long long>(events),
           static_cast<double>(events) / sim_cpu, total_wall, median_wall, worst_wall, total_cpu,
           median_cpu, worst_cpu, peak_rss_mib(), goal.c_str(), met.c_str());
