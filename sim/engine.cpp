@@ -838,6 +838,7 @@ void Engine::setup() {
   flows_.reset(std::move(capacity));
   flows_.report_touched(observer_ != nullptr);
   flows_.local_regions(options_.sharing_regions);
+  flows_.set_deferred(options_.share_per_instant);
   engines_.assign(topo_.num_nodes(), CopyEngines{});
   for (NodeId g = 0; g < topo_.num_nodes(); ++g)
     engines_[g].total = engines_[g].free = topo_.node(g).copy_engines;
@@ -914,7 +915,18 @@ bool Engine::completes_newest(const Event& e) const {
 }
 
 void Engine::advance() {
-  while (!all_done() && (held_ || !queue_.empty())) {
+  while (!all_done()) {
+    if (!held_) {
+      // The instant is over: share bandwidth among the flows it left, before time moves on.
+      // (An event held for the next batch was popped within the instant, or nothing was
+      // pending.)
+      if (flows_.pending() && (queue_.empty() || queue_.next_time() > now_)) {
+        flows_.flush(now_);
+        schedule_rescheduled();
+        continue;
+      }
+      if (queue_.empty()) break;
+    }
     Event e = held_ ? *held_ : queue_.pop();
     held_.reset();
     const EventKind kind = e.kind();
@@ -952,6 +964,10 @@ void Engine::advance() {
         flow_done(e.id);
         break;
       case EventKind::capacity_change:
+        if (flows_.pending()) {  // the instant's arrivals and departures first
+          flows_.flush(now_);
+          schedule_rescheduled();
+        }
         flows_.set_capacity(capacity_changes_[e.id].resource, capacity_changes_[e.id].bandwidth,
                             now_);
         schedule_rescheduled();

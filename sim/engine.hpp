@@ -59,6 +59,10 @@ struct Options {
   // Re-share arrivals and departures by region (sim/flow_model.hpp); off, by whole component.
   // The same rates to 1e-9 either way: off is for tests and measurements.
   bool sharing_regions = true;
+  // Re-share once per instant, after every arrival and departure of that instant, instead of
+  // after each (FlowModel::set_deferred). The same rates to 1e-9 either way, and the same
+  // completion times unless two events tie on one later instant, whose order it can change.
+  bool share_per_instant = true;
 };
 
 enum class StopReason : std::uint8_t { finished, event_limit, time_limit, cancelled };

@@ -91,6 +91,11 @@ class EventQueue {
     heap_ = std::move(kept);
   }
 
+  // The time of the earliest event; the queue must not be empty.
+  double next_time() const {
+    return std::bit_cast<double>(buckets_[heap_.front().bucket].time_bits);
+  }
+
   // The earliest event; the queue must not be empty.
   Event pop() {
     const std::uint32_t b = heap_.front().bucket;

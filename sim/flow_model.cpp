@@ -77,6 +77,68 @@ void FlowModel::touch_slack(const Flow& flow) {
       comp_res_.push_back(use.resource);
 }
 
+bool FlowModel::defer(const Flow& flow) {
+  if (!deferred_) return false;
+  // Each arrival or departure keeps its seeds together, as one region, as when not deferred.
+  pending_groups_.push_back(static_cast<std::uint32_t>(pending_seeds_.size()));
+  pending_seeds_.insert(pending_seeds_.end(), seeds_.begin(), seeds_.end());
+  if (report_touched_)
+    for (const Use& use : flow.uses)
+      if (res_[use.resource].capacity < kUnlimited) pending_touched_.push_back(use.resource);
+  return true;
+}
+
+bool FlowModel::reshared_since(ResourceId r, std::uint32_t epoch) const {
+  // Epochs only grow within a flush, unless they wrap (new_epoch), which clears every stamp:
+  // then nothing counts as re-shared and the seed gets its own region, which is always safe.
+  for (const Entry& e : res_[r].flows)
+    if (flows_[e.flow].stamp < epoch) return false;
+  return true;
+}
+
+void FlowModel::flush(double now) {
+  rescheduled_.clear();
+  comp_res_.clear();
+  if (pending_seeds_.empty()) return;
+  // A seed all of whose flows a region of this flush re-shared is settled: that region saw the
+  // seed as it is now, and the regions after it checked every flow they touched.
+  const std::uint32_t first = epoch_ + 1;
+  flushed_.clear();
+  flushed_res_.clear();
+  if (listed_.size() < flows_.size()) listed_.resize(flows_.size(), 0);
+  std::vector<ResourceId> pending;
+  pending.swap(pending_seeds_);
+  pending_groups_.push_back(static_cast<std::uint32_t>(pending.size()));
+  for (std::size_t g = 0; g + 1 < pending_groups_.size(); ++g) {
+    seeds_.clear();
+    for (std::uint32_t i = pending_groups_[g]; i < pending_groups_[g + 1]; ++i)
+      if (epoch_ < first || !reshared_since(pending[i], first)) seeds_.push_back(pending[i]);
+    if (seeds_.empty()) continue;
+    reshare(now);
+    // A flow two regions re-timed is scheduled once, with its last completion time.
+    for (FlowId f : rescheduled_)
+      if (!listed_[f]) {
+        listed_[f] = 1;
+        flushed_.push_back(f);
+      }
+    if (report_touched_)
+      flushed_res_.insert(flushed_res_.end(), comp_res_.begin(), comp_res_.end());
+  }
+  pending_groups_.clear();
+  pending.clear();
+  pending_seeds_.swap(pending);  // keeps its capacity
+  for (FlowId f : flushed_) listed_[f] = 0;
+  rescheduled_.swap(flushed_);
+  comp_res_.clear();
+  if (report_touched_) {
+    flushed_res_.insert(flushed_res_.end(), pending_touched_.begin(), pending_touched_.end());
+    std::sort(flushed_res_.begin(), flushed_res_.end());
+    flushed_res_.erase(std::unique(flushed_res_.begin(), flushed_res_.end()), flushed_res_.end());
+    comp_res_.swap(flushed_res_);
+  }
+  pending_touched_.clear();
+}
+
 void FlowModel::start(FlowId f, double bytes, double now) {
   Flow& flow = flows_[f];
   flow.active = true;
@@ -112,6 +174,7 @@ void FlowModel::start(FlowId f, double bytes, double now) {
     if (binding(res_[use.resource])) seeds_.push_back(use.resource);
   }
   if (!seeds_.empty()) {
+    if (defer(flow)) return;
     reshare(now);
     touch_slack(flow);
     return;
@@ -157,11 +220,13 @@ void FlowModel::release(FlowId f, double now, bool completed) {
   ++flow.version;  // any event still queued for it is now stale
   rescheduled_.clear();
   comp_res_.clear();
-  if (seeds_.empty())
+  if (seeds_.empty()) {
     new_epoch();
-  else
+    touch_slack(flow);
+  } else if (!defer(flow)) {
     reshare(now);
-  touch_slack(flow);
+    touch_slack(flow);
+  }
   flow.uses.clear();
   free_.push_back(f);
 }

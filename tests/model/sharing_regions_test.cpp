@@ -41,12 +41,52 @@ TEST_CASE("regions and whole components give the same runs on a cluster", "[mode
       off += r.ops[i].end != Approx(w.ops[i].end).epsilon(1e-9);
     CHECK(off == 0);
     CHECK(w.sharing.regions == 0);
-    // Never more filling than whole components; on the tree at least a quarter less here
-    // (128 GPUs: 14,415 flows filled against 21,794; on all 1024 GPUs, 40 times less).
-    CHECK(r.sharing.filled <= w.sharing.filled);
+    // Never more filling than whole components, except for direct, whose flows all start at
+    // one instant and end at a few: re-shared once per instant, a region is then nearly its
+    // whole component, and checking it costs a second filling now and then (7,819 flows
+    // filled against 7,104). On the tree at least a quarter less here (128 GPUs: 14,415 flows
+    // filled against 21,794; on all 1024 GPUs, 40 times less).
+    if (a != Algorithm::direct) CHECK(r.sharing.filled <= w.sharing.filled);
+    if (a == Algorithm::direct) CHECK(r.sharing.filled <= w.sharing.filled * 5 / 4);
     if (a == Algorithm::tree) {
       CHECK(r.sharing.regions > 0);
       CHECK(r.sharing.filled * 4 < w.sharing.filled * 3);
     }
+  }
+}
+
+TEST_CASE("re-sharing once per instant gives the runs of re-sharing after every change",
+          "[model]") {
+  // The engine defers arrivals and departures to the end of their instant (FlowModel::flush);
+  // every op must still end when it did, to 1e-9, for every algorithm. Direct starts all its
+  // flows at one instant, the case the deferral is for.
+  const topo::Topology t =
+      topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/cluster-1024.json");
+  const topo::Router router(t);
+  std::vector<topo::NodeId> ranks(t.gpus().begin(), t.gpus().begin() + 64);
+  for (const Algorithm a : {Algorithm::direct, Algorithm::tree, Algorithm::hier, Algorithm::ring,
+                            Algorithm::rhd, Algorithm::naive}) {
+    PlanRequest req;
+    req.algorithm = a;
+    req.size = Bytes{16} << 20;
+    req.chunks = a == Algorithm::naive ? 1 : 4;
+    req.ranks = a == Algorithm::direct ? std::vector(ranks.begin(), ranks.begin() + 32) : ranks;
+    const Plan plan = generate(router, req);
+    sim::Options once;
+    once.record_ops = true;
+    sim::Options each = once;
+    each.share_per_instant = false;
+    const sim::Result o = sim::simulate(router, plan, once);
+    const sim::Result e = sim::simulate(router, plan, each);
+    INFO(to_string(a));
+    CHECK(o.time == Approx(e.time).epsilon(1e-9));
+    CHECK(o.events == e.events);
+    REQUIRE(o.ops.size() == e.ops.size());
+    std::size_t off = 0;
+    for (std::size_t i = 0; i < o.ops.size(); ++i)
+      off += o.ops[i].end != Approx(e.ops[i].end).epsilon(1e-9);
+    CHECK(off == 0);
+    // Direct's instants each start or end many flows: far fewer re-shares once per instant.
+    if (a == Algorithm::direct) CHECK(o.sharing.regions * 2 < e.sharing.regions);
   }
 }
