@@ -106,6 +106,8 @@ class Engine {
   void add_successor(OpId op, OpId succ);
   void advance();
   bool completes_newest(const Event& e) const;
+  // Some copy of ops [from, to) runs on a GPU with a limited number of copy engines.
+  bool queues_for_engines(OpId from, OpId to) const;
   void forget_finished();
   NodeId endpoint(RankId rank, sched::BufferId buffer) const;
   std::uint32_t lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op);
@@ -202,7 +204,8 @@ class Engine {
   // hot loop.
   std::vector<double> rank_alpha_, rank_launch_, rank_event_;
   std::vector<ResourceId> rank_memory_;
-  bool event_latency_ = false;  // some rank's is non-zero
+  bool event_latency_ = false;      // some rank's is non-zero
+  bool share_per_instant_ = false;  // Options::share_per_instant, unless copies may queue
   bool track_ = false;
 
   std::unordered_map<RouteKey, std::uint32_t, RouteKeyHash> routes_;
@@ -889,9 +892,25 @@ void Engine::add_ops() {
   registered_ = end;
   // An empty batch changes nothing: the newest ops are still those of the batch before.
   if (from != end) batch_begin_ = from;
-  if (!started_) {
+  const bool first = !started_;
+  if (first) {
     started_ = true;
     setup();
+    share_per_instant_ = options_.share_per_instant;
+  }
+  if (share_per_instant_ && queues_for_engines(from, end)) {
+    // Copies that may queue for a copy engine are served in the order they become ready, which
+    // within an instant is the order its events run in; re-sharing once per instant moves
+    // completion events within their instant, and so could change who waits. Such runs
+    // re-share after every change, as they always did.
+    share_per_instant_ = false;
+    if (flows_.pending()) {
+      flows_.flush(now_);
+      schedule_rescheduled();
+    }
+    flows_.set_deferred(false);
+  }
+  if (first) {
     if (track_) timing_.assign(end, OpTiming{});
     if (observer_) observer_->on_begin(router_, plan_, map_);
     for (OpId op = from; op < end; ++op)
@@ -906,6 +925,15 @@ void Engine::add_ops() {
           fmt::format("{} of a batch starting at op {} waits for nothing of the "
                       "batch before; the generator ended that batch too early",
                       describe(op), from));
+}
+
+bool Engine::queues_for_engines(OpId from, OpId to) const {
+  for (OpId op = from; op < to; ++op)
+    if (plan_.kind(op) == OpKind::copy &&
+        sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer) != CopyKind::host &&
+        topo_.node(plan_.rank_gpu[plan_.rank(op)]).copy_engines != 0)
+      return true;
+  return false;
 }
 
 bool Engine::completes_newest(const Event& e) const {

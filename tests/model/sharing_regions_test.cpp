@@ -90,3 +90,26 @@ TEST_CASE("re-sharing once per instant gives the runs of re-sharing after every 
     if (a == Algorithm::direct) CHECK(o.sharing.regions * 2 < e.sharing.regions);
   }
 }
+
+TEST_CASE("runs whose copies queue for copy engines re-share after every change", "[model]") {
+  // Copy engines serve copies in the order they become ready, which within an instant is the
+  // order its events run in. Re-sharing once per instant moves completion events within their
+  // instant, so the engine keeps it off where copies may queue: on the T4 box, which stages
+  // every transfer through host memory, the two settings must give the same run to the bit.
+  // (With it on, the direct allreduce of 16 MiB at k = 16 came out 7.7 % slower.)
+  const topo::Topology t =
+      topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/t4x4-pcie.json");
+  const topo::Router router(t);
+  for (const Algorithm a : {Algorithm::direct, Algorithm::ring, Algorithm::tree}) {
+    PlanRequest req;
+    req.algorithm = a;
+    req.size = Bytes{16} << 20;
+    req.chunks = 16;
+    const Plan plan = generate(router, req);
+    sim::Options once;
+    sim::Options each;
+    each.share_per_instant = false;
+    INFO(to_string(a));
+    CHECK(sim::simulate(router, plan, once).time == sim::simulate(router, plan, each).time);
+  }
+}
