@@ -11,35 +11,56 @@
 using namespace collsim;
 using namespace collsim::sched;
 
-TEST_CASE("regions and whole components give the same runs on a cluster", "[model]") {
-  const topo::Topology t =
+namespace {
+
+const topo::Topology& cluster() {
+  static const topo::Topology t =
       topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/cluster-1024.json");
-  const topo::Router router(t);
+  return t;
+}
+
+// The plan of `a` on `ranks` (direct, a one-shot allreduce of p² flows, on the first 32 only).
+Plan plan_for(const topo::Router& router, Algorithm a, const std::vector<topo::NodeId>& ranks,
+              Bytes size, std::uint32_t chunks) {
+  PlanRequest req;
+  req.algorithm = a;
+  req.size = size;
+  req.chunks = chunks;
+  req.ranks = a == Algorithm::direct ? std::vector(ranks.begin(), ranks.begin() + 32) : ranks;
+  return generate(router, req);
+}
+
+// Runs the plan with both options (ops recorded) and checks that every op ends at the same
+// time to 1e-9 after the same number of events; returns both results.
+std::pair<sim::Result, sim::Result> same_runs(const topo::Router& router, const Plan& plan,
+                                              sim::Options first, sim::Options second) {
+  first.record_ops = second.record_ops = true;
+  std::pair<sim::Result, sim::Result> runs{sim::simulate(router, plan, first),
+                                           sim::simulate(router, plan, second)};
+  const auto& [a, b] = runs;
+  CHECK(a.time == Approx(b.time).epsilon(1e-9));
+  CHECK(a.events == b.events);
+  REQUIRE(a.ops.size() == b.ops.size());
+  std::size_t off = 0;
+  for (std::size_t i = 0; i < a.ops.size(); ++i)
+    off += a.ops[i].end != Approx(b.ops[i].end).epsilon(1e-9);
+  CHECK(off == 0);
+  return runs;
+}
+
+}  // namespace
+
+TEST_CASE("regions and whole components give the same runs on a cluster", "[model]") {
+  const topo::Router router(cluster());
   // 128 GPUs: 16 servers over 4 racks, so that flows cross leaves and spines.
-  std::vector<topo::NodeId> ranks(t.gpus().begin(), t.gpus().begin() + 128);
+  const std::vector<topo::NodeId> ranks(cluster().gpus().begin(), cluster().gpus().begin() + 128);
   for (const Algorithm a :
        {Algorithm::tree, Algorithm::direct, Algorithm::hier, Algorithm::ring, Algorithm::rhd}) {
-    PlanRequest req;
-    req.algorithm = a;
-    req.size = Bytes{64} << 20;
-    req.chunks = a == Algorithm::direct ? 1 : 4;
-    // The one-shot direct allreduce is one component of p² flows: 32 GPUs keep it quick.
-    req.ranks = a == Algorithm::direct ? std::vector(ranks.begin(), ranks.begin() + 32) : ranks;
-    const Plan plan = generate(router, req);
-    sim::Options regions;
-    regions.record_ops = true;
-    sim::Options whole = regions;
-    whole.sharing_regions = false;
-    const sim::Result r = sim::simulate(router, plan, regions);
-    const sim::Result w = sim::simulate(router, plan, whole);
     INFO(to_string(a));
-    CHECK(r.time == Approx(w.time).epsilon(1e-9));
-    CHECK(r.events == w.events);
-    REQUIRE(r.ops.size() == w.ops.size());
-    std::size_t off = 0;
-    for (std::size_t i = 0; i < r.ops.size(); ++i)
-      off += r.ops[i].end != Approx(w.ops[i].end).epsilon(1e-9);
-    CHECK(off == 0);
+    const Plan plan = plan_for(router, a, ranks, Bytes{64} << 20, a == Algorithm::direct ? 1u : 4u);
+    sim::Options whole;
+    whole.sharing_regions = false;
+    const auto [r, w] = same_runs(router, plan, sim::Options{}, whole);
     CHECK(w.sharing.regions == 0);
     // Never more filling than whole components, except for direct, whose flows all start at
     // one instant and end at a few: re-shared once per instant, a region is then nearly its
@@ -60,32 +81,15 @@ TEST_CASE("re-sharing once per instant gives the runs of re-sharing after every 
   // The engine defers arrivals and departures to the end of their instant (FlowModel::flush);
   // every op must still end when it did, to 1e-9, for every algorithm. Direct starts all its
   // flows at one instant, the case the deferral is for.
-  const topo::Topology t =
-      topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/cluster-1024.json");
-  const topo::Router router(t);
-  std::vector<topo::NodeId> ranks(t.gpus().begin(), t.gpus().begin() + 64);
+  const topo::Router router(cluster());
+  const std::vector<topo::NodeId> ranks(cluster().gpus().begin(), cluster().gpus().begin() + 64);
   for (const Algorithm a : {Algorithm::direct, Algorithm::tree, Algorithm::hier, Algorithm::ring,
                             Algorithm::rhd, Algorithm::naive}) {
-    PlanRequest req;
-    req.algorithm = a;
-    req.size = Bytes{16} << 20;
-    req.chunks = a == Algorithm::naive ? 1 : 4;
-    req.ranks = a == Algorithm::direct ? std::vector(ranks.begin(), ranks.begin() + 32) : ranks;
-    const Plan plan = generate(router, req);
-    sim::Options once;
-    once.record_ops = true;
-    sim::Options each = once;
-    each.share_per_instant = false;
-    const sim::Result o = sim::simulate(router, plan, once);
-    const sim::Result e = sim::simulate(router, plan, each);
     INFO(to_string(a));
-    CHECK(o.time == Approx(e.time).epsilon(1e-9));
-    CHECK(o.events == e.events);
-    REQUIRE(o.ops.size() == e.ops.size());
-    std::size_t off = 0;
-    for (std::size_t i = 0; i < o.ops.size(); ++i)
-      off += o.ops[i].end != Approx(e.ops[i].end).epsilon(1e-9);
-    CHECK(off == 0);
+    const Plan plan = plan_for(router, a, ranks, Bytes{16} << 20, a == Algorithm::naive ? 1u : 4u);
+    sim::Options each;
+    each.share_per_instant = false;
+    const auto [o, e] = same_runs(router, plan, sim::Options{}, each);
     // Direct's instants each start or end many flows: far fewer re-shares once per instant.
     if (a == Algorithm::direct) CHECK(o.sharing.regions * 2 < e.sharing.regions);
   }
