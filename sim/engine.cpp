@@ -137,6 +137,12 @@ class Engine {
   FlowId new_flow(Owner owner, std::uint32_t index, double bytes);
   void launch(FlowId f, double latency);
   void schedule_rescheduled();
+  // Re-shares what the instant's arrivals and departures left pending, if anything.
+  void share_pending() {
+    if (!flows_.pending()) return;
+    flows_.flush(now_);
+    schedule_rescheduled();
+  }
   void flow_done(FlowId f);
   [[noreturn]] void report_stuck() const;
   Result collect(StopReason stop);
@@ -904,10 +910,7 @@ void Engine::add_ops() {
     // completion events within their instant, and so could change who waits. Such runs
     // re-share after every change, as they always did.
     share_per_instant_ = false;
-    if (flows_.pending()) {
-      flows_.flush(now_);
-      schedule_rescheduled();
-    }
+    share_pending();
     flows_.set_deferred(false);
   }
   if (first) {
@@ -949,8 +952,7 @@ void Engine::advance() {
       // (An event held for the next batch was popped within the instant, or nothing was
       // pending.)
       if (flows_.pending() && (queue_.empty() || queue_.next_time() > now_)) {
-        flows_.flush(now_);
-        schedule_rescheduled();
+        share_pending();
         continue;
       }
       if (queue_.empty()) break;
@@ -992,10 +994,7 @@ void Engine::advance() {
         flow_done(e.id);
         break;
       case EventKind::capacity_change:
-        if (flows_.pending()) {  // the instant's arrivals and departures first
-          flows_.flush(now_);
-          schedule_rescheduled();
-        }
+        share_pending();  // the instant's arrivals and departures first
         flows_.set_capacity(capacity_changes_[e.id].resource, capacity_changes_[e.id].bandwidth,
                             now_);
         schedule_rescheduled();
