@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
   bool sweep = false;
   bool whole = false;
   bool components = false;
+  bool untied = false;
   bool stats = false;
   std::string routing = "ecmp";
   std::string route_by = "auto";
@@ -122,6 +123,9 @@ int main(int argc, char** argv) {
   app.add_flag("--whole", whole,
                "Targets table: generate the whole plan, then simulate it, even where the "
                "command line would simulate it while generating (ring collectives)");
+  app.add_flag("--untied", untied,
+               "Flows hold every link of their routes (sim::Options::tie_links off), to measure "
+               "what tying links saves");
   app.add_flag("--components", components,
                "Re-share every arrival and departure over its whole sharing component instead of "
                "its region (sim::Options::sharing_regions off), to measure what regions save");
@@ -274,18 +278,20 @@ int main(int argc, char** argv) {
 
     sim::Options options;
     options.sharing_regions = !components;
+    options.tie_links = !untied;
     const auto report = [&](const sim::Result& r) {
       if (!stats) return;
       const sim::SharingStats& s = r.sharing;
       const auto fillings = s.regions + s.refills + s.components;
       std::fprintf(stderr,
                    "simulated %.17g s; re-shares: %llu regions (%llu refills, %llu fell back), "
-                   "%llu components; %.1f flows per filling\n",
+                   "%llu components; %.1f flows per filling; %.2f resources per flow\n",
                    r.time, static_cast<unsigned long long>(s.regions),
                    static_cast<unsigned long long>(s.refills),
                    static_cast<unsigned long long>(s.fallbacks),
                    static_cast<unsigned long long>(s.components),
-                   fillings ? static_cast<double>(s.filled) / static_cast<double>(fillings) : 0.0);
+                   fillings ? static_cast<double>(s.filled) / static_cast<double>(fillings) : 0.0,
+                   r.flows ? static_cast<double>(s.held) / static_cast<double>(r.flows) : 0.0);
     };
     sched::PlanRequest request;
     request.collective = sched::Collective::allreduce;

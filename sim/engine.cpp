@@ -11,6 +11,7 @@
 
 #include "sim/event_queue.hpp"
 #include "sim/flow_model.hpp"
+#include "sim/tied_links.hpp"
 #include "topology/error.hpp"
 
 namespace collsim::sim {
@@ -101,6 +102,7 @@ class Engine {
   void validate_ops(OpId from, OpId to) const;
   void validate_options() const;
   void setup();
+  std::vector<double> capacities() const;  // by resource, as the topology states them
   void add_ops();
   void link(OpId from, OpId to);
   void add_successor(OpId op, OpId succ);
@@ -112,14 +114,25 @@ class Engine {
   NodeId endpoint(RankId rank, sched::BufferId buffer) const;
   std::uint32_t lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op);
   std::uint32_t resolve(OpId op);  // sends, d2h and h2d copies
-  // A resolved route, flattened: its links are route_links_[begin, end).
+  // A resolved route, flattened: its links are route_links_[begin, end), and those its flows
+  // hold in the flow model, one per class of tied links, shared_links_[share_begin, share_end).
   struct FlatRoute {
     std::uint32_t begin = 0;
     std::uint32_t end = 0;
+    std::uint32_t share_begin = 0;
+    std::uint32_t share_end = 0;
     double latency = 0;
   };
   const FlatRoute& route_of(OpId op) const { return flat_routes_[rec(op).route_state >> 2]; }
+  std::uint32_t add_route(const topo::Route& route);
   void resolve_routes(OpId from, OpId to);
+  // Ties the links of routes [from, end) and gives them their shared links; when that unties
+  // links of earlier routes, their flows and shared links gain the new representatives.
+  void share_routes();
+  void add_uses(FlowId f, const FlatRoute& route) {
+    for (std::uint32_t i = route.share_begin; i < route.share_end; ++i)
+      flows_.add_use(f, shared_links_[i], 1.0);
+  }
 
   void ready(OpId op);
   void start_transfer(OpId send, OpId recv);
@@ -220,6 +233,11 @@ class Engine {
   // misses per transfer on the 1024-GPU cluster.
   std::vector<FlatRoute> flat_routes_;
   std::vector<ResourceId> route_links_;
+  std::vector<ResourceId> shared_links_;
+  std::uint32_t shared_routes_ = 0;  // routes [0, shared_routes_) have their shared links
+  // Options::tie_links, unless an observer watches every link's load.
+  bool tie_ = false;
+  TiedLinks tied_;
 
   // Per flow slot, indexed by FlowId.
   std::vector<Owner> flow_owner_;
@@ -235,7 +253,7 @@ class Engine {
   };
   std::vector<AppliedChange> capacity_changes_;
   std::vector<double> background_end_;
-  std::vector<const topo::Route*> background_routes_;
+  std::vector<std::uint32_t> background_routes_;  // flat route of each background flow
 
   FlowModel flows_;
   EventQueue queue_;
@@ -462,16 +480,48 @@ std::uint32_t Engine::lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpI
     // Route indices share a 32-bit word with the op's state: 2^30 distinct routes at most.
     if (flat_routes_.size() >= (std::size_t{1} << 30))
       throw InternalError("more than 2^30 distinct routes in one plan");
-    it = routes_.emplace(key, static_cast<std::uint32_t>(flat_routes_.size())).first;
-    FlatRoute flat;
-    flat.begin = static_cast<std::uint32_t>(route_links_.size());
-    for (topo::LinkId l : route->links) route_links_.push_back(map_.link(l));
-    flat.end = static_cast<std::uint32_t>(route_links_.size());
-    flat.latency = route->latency;
-    flat_routes_.push_back(flat);
+    it = routes_.emplace(key, add_route(*route)).first;
   }
   cached = RouteCacheEntry{key, it->second};
   return it->second;
+}
+
+std::uint32_t Engine::add_route(const topo::Route& route) {
+  FlatRoute flat;
+  flat.begin = static_cast<std::uint32_t>(route_links_.size());
+  for (topo::LinkId l : route.links) route_links_.push_back(map_.link(l));
+  flat.end = static_cast<std::uint32_t>(route_links_.size());
+  flat.latency = route.latency;
+  flat_routes_.push_back(flat);
+  return static_cast<std::uint32_t>(flat_routes_.size() - 1);
+}
+
+void Engine::share_routes() {
+  const std::uint32_t from = shared_routes_;
+  const auto end = static_cast<std::uint32_t>(flat_routes_.size());
+  std::uint32_t first = from;
+  if (tie_) {
+    for (std::uint32_t i = from; i < end; ++i)
+      tied_.add_route(route_links_.data() + flat_routes_[i].begin,
+                      route_links_.data() + flat_routes_[i].end);
+    const std::vector<TiedLinks::Split> splits = tied_.take_splits();
+    for (const TiedLinks::Split& s : splits) flows_.split_tied(s.from, s.tied);
+    // A split adds a representative to routes that had their shared links: rebuild them all
+    // (classes only split, so this happens at most once per link in a run).
+    if (!splits.empty()) {
+      first = 0;
+      shared_links_.clear();
+    }
+  }
+  for (std::uint32_t i = first; i < end; ++i) {
+    FlatRoute& route = flat_routes_[i];
+    route.share_begin = static_cast<std::uint32_t>(shared_links_.size());
+    for (std::uint32_t l = route.begin; l < route.end; ++l)
+      if (!tie_ || tied_.is_representative(route_links_[l]))
+        shared_links_.push_back(route_links_[l]);
+    route.share_end = static_cast<std::uint32_t>(shared_links_.size());
+  }
+  shared_routes_ = end;
 }
 
 std::uint32_t Engine::resolve(OpId op) {
@@ -608,7 +658,7 @@ void Engine::start_transfer(OpId send, OpId recv) {
   }
   const FlatRoute& route = route_of(send);
   const FlowId f = new_flow(Owner::transfer, send, static_cast<double>(plan_.bytes(send)));
-  for (std::uint32_t i = route.begin; i < route.end; ++i) flows_.add_use(f, route_links_[i], 1.0);
+  add_uses(f, route);
   launch(f, rank_alpha_[plan_.rank(send)] + route.latency);
 }
 
@@ -625,8 +675,7 @@ void Engine::start_copy(OpId op) {
     case CopyKind::d2h:
     case CopyKind::h2d: {
       const FlatRoute& route = route_of(op);
-      for (std::uint32_t i = route.begin; i < route.end; ++i)
-        flows_.add_use(f, route_links_[i], 1.0);
+      add_uses(f, route);
       latency = route.latency;
       // Pageable memory: the driver copies every byte between it and a pinned bounce buffer,
       // so the host's memcpy bandwidth bounds the copy and is shared with other host copies.
@@ -791,14 +840,16 @@ Result Engine::collect(StopReason stop) {
   const std::size_t links = topo_.num_links();
   r.link_bytes.resize(links);
   r.link_busy.resize(links);
+  // A tied link's flows, and so its bytes and busy time, are its representative's.
+  const auto own = [&](ResourceId rid) { return tie_ ? tied_.representative(rid) : rid; };
   for (std::size_t l = 0; l < links; ++l) {
-    const auto rid = map_.link(static_cast<topo::LinkId>(l));
+    const auto rid = own(map_.link(static_cast<topo::LinkId>(l)));
     r.link_bytes[l] = static_cast<Bytes>(std::llround(flows_.bytes(rid)));
     r.link_busy[l] = flows_.busy_time(rid, now_);
   }
   for (ResourceId rid = 0; rid < map_.size(); ++rid) {
-    const double busy = flows_.busy_time(rid, now_);
-    const double bytes = flows_.bytes(rid);
+    const double busy = flows_.busy_time(own(rid), now_);
+    const double bytes = flows_.bytes(own(rid));
     if (busy <= 0 && bytes <= 0) continue;
     ResourceUsage u;
     u.kind = map_.kind(rid);
@@ -818,6 +869,12 @@ Result Engine::collect(StopReason stop) {
   r.background_end = background_end_;
   if (options_.record_ops) r.ops = std::move(timing_);
   return r;
+}
+
+std::vector<double> Engine::capacities() const {
+  std::vector<double> capacity(map_.size());
+  for (ResourceId r = 0; r < map_.size(); ++r) capacity[r] = map_.capacity(topo_, r);
+  return capacity;
 }
 
 void Engine::setup() {
@@ -842,9 +899,7 @@ void Engine::setup() {
         map_.memory(gpu.memory_owner != topo::kNoNode ? gpu.memory_owner : plan_.rank_gpu[r]);
   }
 
-  std::vector<double> capacity(map_.size());
-  for (ResourceId r = 0; r < map_.size(); ++r) capacity[r] = map_.capacity(topo_, r);
-  flows_.reset(std::move(capacity));
+  flows_.reset(capacities());
   flows_.report_touched(observer_ != nullptr);
   flows_.local_regions(options_.sharing_regions);
   flows_.set_deferred(options_.share_per_instant);
@@ -869,7 +924,7 @@ void Engine::setup() {
   for (std::size_t i = 0; i < options_.background.size(); ++i) {
     const BackgroundFlow& b = options_.background[i];
     try {
-      background_routes_.push_back(&router_.route(b.from, b.to));
+      background_routes_.push_back(add_route(router_.route(b.from, b.to)));
     } catch (const InputError& e) {
       throw InputError("", fmt::format("background[{}]", i),
                        fmt::format("background flow {} -> {} cannot be routed: {}",
@@ -889,6 +944,12 @@ void Engine::add_ops() {
     validate_options();
     route_cache_.assign(plan_.num_ranks(), RouteCacheEntry{});
     last_on_stream_.assign(plan_.num_ranks(), {});
+    // An observer is shown every link's load, so it sees them untied.
+    tie_ = options_.tie_links && options_.observer == nullptr;
+    if (tie_) {
+      tied_.reset(capacities());
+      for (const auto& trace : options_.capacity) tied_.pin(map_.link(trace.link));
+    }
   } else {
     validate_ops(from, end);
   }
@@ -904,6 +965,7 @@ void Engine::add_ops() {
     setup();
     share_per_instant_ = options_.share_per_instant;
   }
+  share_routes();
   if (share_per_instant_ && queues_for_engines(from, end)) {
     // Copies that may queue for a copy engine are served in the order they become ready, which
     // within an instant is the order its events run in; re-sharing once per instant moves
@@ -1000,10 +1062,10 @@ void Engine::advance() {
         schedule_rescheduled();
         break;
       case EventKind::background_start: {
-        const topo::Route& route = *background_routes_[e.id];
+        const FlatRoute& route = flat_routes_[background_routes_[e.id]];
         const FlowId f =
             new_flow(Owner::background, e.id, static_cast<double>(options_.background[e.id].bytes));
-        for (topo::LinkId l : route.links) flows_.add_use(f, map_.link(l), 1.0);
+        add_uses(f, route);
         launch(f, route.latency);
         break;
       }

@@ -63,6 +63,10 @@ struct Options {
   // after each (FlowModel::set_deferred). The same rates to 1e-9 either way, and the same
   // completion times unless two events tie on one later instant, whose order it can change.
   bool share_per_instant = true;
+  // Flows hold one link per class of links that every route crosses together, the one of least
+  // capacity (sim/tied_links.hpp): the same rates, for less work. Off is for tests and
+  // measurements; an observer always sees every link.
+  bool tie_links = true;
 };
 
 enum class StopReason : std::uint8_t { finished, event_limit, time_limit, cancelled };

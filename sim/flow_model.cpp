@@ -159,6 +159,7 @@ void FlowModel::start(FlowId f, double bytes, double now) {
     rescheduled_.push_back(f);
     return;
   }
+  stats_.held += flow.uses.size();
   for (std::uint32_t u = 0; u < flow.uses.size(); ++u) {
     Use& use = flow.uses[u];
     Resource& res = res_[use.resource];
@@ -248,6 +249,29 @@ void FlowModel::set_capacity(ResourceId r, double capacity, double now) {
   rescheduled_.clear();
   comp_res_.clear();
   reshare_component(now);
+}
+
+void FlowModel::split_tied(ResourceId from, ResourceId tied) {
+  Resource& to = res_[tied];
+  const Resource& src = res_[from];
+  if (!to.flows.empty()) throw InternalError("FlowModel::split_tied onto a resource in use");
+  to.busy_since = src.busy_since;
+  to.busy_total = src.busy_total;
+  to.bytes = src.bytes;
+  to.demand = src.demand;
+  // Running flows in the order `from` lists them, so that `tied` scans them in the same order.
+  for (const Entry& e : src.flows) {
+    Flow& flow = flows_[e.flow];
+    const auto u = static_cast<std::uint32_t>(flow.uses.size());
+    flow.uses.push_back(Use{tied, static_cast<std::uint32_t>(to.flows.size()), e.weight});
+    to.flows.push_back(Entry{e.flow, u, e.weight});
+  }
+  // Flows created but not started yet (paying their latency) join it when they start.
+  for (Flow& flow : flows_) {
+    if (flow.active) continue;
+    for (std::size_t u = 0, n = flow.uses.size(); u < n; ++u)
+      if (flow.uses[u].resource == from) flow.uses.push_back(Use{tied, 0, flow.uses[u].weight});
+  }
 }
 
 double FlowModel::load(ResourceId r) const {

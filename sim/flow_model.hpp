@@ -54,6 +54,7 @@ struct SharingStats {
   std::uint64_t fallbacks = 0;   // regions that fell back to their component
   std::uint64_t components = 0;  // component re-shares (capacity changes, fallbacks, regions off)
   std::uint64_t filled = 0;      // flows filled, summed over every filling
+  std::uint64_t held = 0;        // resources held, summed over every flow started
 };
 
 class FlowModel {
@@ -70,6 +71,10 @@ class FlowModel {
   // id becomes free. Re-shares the components it leaves.
   void release(FlowId f, double now, bool completed);
   void set_capacity(ResourceId r, double capacity, double now);
+  // Links no longer tied (sim/tied_links.hpp): every flow holding `from`, running or waiting to
+  // start, holds `tied` too, and `tied` takes over `from`'s record (flows, demand, bytes, busy
+  // time), which was its own all along. No rate changes: `tied` has at least `from`'s capacity.
+  void split_tied(ResourceId from, ResourceId tied);
 
   // Deferred (the engine's mode): an arrival or departure that needs a re-share only records
   // the resources it changed, and flush() re-shares them at the end of the instant, one
