@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <cstring>
 
 #include "schedules/generate.hpp"
 #include "sim/engine.hpp"
+#include "tests/common/same_run.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
 
@@ -20,26 +20,6 @@ constexpr Bytes MiB = Bytes{1} << 20;
 
 std::string config(const char* name) {
   return std::string(COLLSIM_SOURCE_DIR) + "/configs/" + name;
-}
-
-bool same_double(double a, double b) {
-  return std::memcmp(&a, &b, sizeof a) == 0;
-}
-
-void check_same(const sim::Result& whole, const sim::Result& streamed) {
-  REQUIRE(whole.stop == streamed.stop);
-  CHECK(same_double(whole.time, streamed.time));
-  CHECK(whole.events == streamed.events);
-  CHECK(whole.flows == streamed.flows);
-  CHECK(whole.link_bytes == streamed.link_bytes);
-  CHECK(whole.link_busy == streamed.link_busy);
-  REQUIRE(whole.ops.size() == streamed.ops.size());
-  std::size_t differing = 0;
-  for (std::size_t i = 0; i < whole.ops.size(); ++i)
-    differing += !same_double(whole.ops[i].ready, streamed.ops[i].ready) ||
-                 !same_double(whole.ops[i].start, streamed.ops[i].start) ||
-                 !same_double(whole.ops[i].end, streamed.ops[i].end);
-  CHECK(differing == 0);
 }
 
 struct Streamed {
@@ -73,7 +53,7 @@ void check_streams_exactly(const topo::Router& router, const PlanRequest& req) {
   const sim::Result whole = sim::simulate(router, generate(router, req), o);
   const Streamed s = stream(router, req, o);
   CHECK(s.batches > 2);
-  check_same(whole, s.result);
+  test::check_same_run(whole, s.result);
 }
 
 // A streamed run of `req` beside the whole plan: same time and events; the caller judges how
@@ -87,7 +67,7 @@ Windowed windowed(const topo::Router& router, const PlanRequest& req) {
   const Plan whole = generate(router, req);
   Windowed w{stream(router, req, {}), whole.num_ops(), {}};
   const sim::Result expected = sim::simulate(router, whole);
-  CHECK(same_double(expected.time, w.streamed.result.time));
+  CHECK(test::same_double(expected.time, w.streamed.result.time));
   CHECK(expected.events == w.streamed.result.events);
   w.summary = fmt::format("{} ops in the plan, at most {} held in {} batches", w.plan_ops,
                           w.streamed.most_ops_held, w.streamed.batches);
@@ -203,10 +183,10 @@ TEST_CASE("streamed runs stop early exactly where the whole plan does", "[model]
   const auto a = sim::simulate(router, whole, by_events);
   const auto b = stream(router, req, by_events).result;
   CHECK(a.stop == sim::StopReason::event_limit);
-  check_same(a, b);
+  test::check_same_run(a, b);
   sim::Options by_time;
   by_time.max_time = a.time / 3;
-  check_same(sim::simulate(router, whole, by_time), stream(router, req, by_time).result);
+  test::check_same_run(sim::simulate(router, whole, by_time), stream(router, req, by_time).result);
 }
 
 TEST_CASE("streamed runs with capacity changes and background traffic match",
@@ -228,7 +208,7 @@ TEST_CASE("streamed runs with capacity changes and background traffic match",
       route.links.front(), {{probe.time * 0.2, 1e9}, {probe.time * 0.6, kUnlimited}}});
   o.background.push_back(
       sim::BackgroundFlow{whole.rank_gpu[0], whole.rank_gpu[1], 8 * MiB, probe.time * 0.1});
-  check_same(sim::simulate(router, whole, o), stream(router, req, o).result);
+  test::check_same_run(sim::simulate(router, whole, o), stream(router, req, o).result);
 }
 
 TEST_CASE("requests that cannot stream come whole, in one batch", "[model][streaming]") {
@@ -241,20 +221,20 @@ TEST_CASE("requests that cannot stream come whole, in one batch", "[model][strea
   CHECK_FALSE(streams(req, 8));
   Streamed s = stream(router, req, {});
   CHECK(s.batches == 1);
-  CHECK(same_double(s.result.time, sim::simulate(router, generate(router, req)).time));
+  CHECK(test::same_double(s.result.time, sim::simulate(router, generate(router, req)).time));
   // A ring whose pieces would be empty (fewer elements than p x k) is not streamed either.
   req.algorithm = Algorithm::ring;
   req.size = 8 * 4 * 4 - 4;
   CHECK_FALSE(streams(req, 8));
   s = stream(router, req, {});
   CHECK(s.batches == 1);
-  CHECK(same_double(s.result.time, sim::simulate(router, generate(router, req)).time));
+  CHECK(test::same_double(s.result.time, sim::simulate(router, generate(router, req)).time));
   // hier cuts chunks into segments and segments into pieces: the same p x k elements.
   req.algorithm = Algorithm::hier;
   CHECK_FALSE(streams(req, 8));
   s = stream(router, req, {});
   CHECK(s.batches == 1);
-  CHECK(same_double(s.result.time, sim::simulate(router, generate(router, req)).time));
+  CHECK(test::same_double(s.result.time, sim::simulate(router, generate(router, req)).time));
   req.size = 8 * 4 * 4;
   CHECK(streams(req, 8));
   // Other hier collectives are refused by the generator; only allreduce streams.

@@ -1,11 +1,11 @@
 // Tied links (sim::Options::tie_links): flows that hold one link per class of links crossed by
 // the same routes run exactly as flows that hold every link of their route.
 #include <catch2/catch.hpp>
-#include <cstring>
 #include <map>
 
 #include "schedules/generate.hpp"
 #include "sim/engine.hpp"
+#include "tests/common/same_run.hpp"
 #include "tests/sim/sim_fixtures.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
@@ -27,34 +27,6 @@ const topo::Topology& config(const char* name) {
   return it->second;
 }
 
-bool same_double(double a, double b) {
-  return std::memcmp(&a, &b, sizeof a) == 0;
-}
-
-// Tied and untied results are the same to the bit: times of every op, events, and every link's
-// bytes and busy time (a link left out of the flow model reports its representative's).
-void check_same(const sim::Result& tied, const sim::Result& untied) {
-  REQUIRE(tied.stop == untied.stop);
-  CHECK(same_double(tied.time, untied.time));
-  CHECK(tied.events == untied.events);
-  CHECK(tied.flows == untied.flows);
-  CHECK(tied.link_bytes == untied.link_bytes);
-  CHECK(tied.link_busy == untied.link_busy);
-  REQUIRE(tied.resources.size() == untied.resources.size());
-  for (std::size_t i = 0; i < tied.resources.size(); ++i) {
-    CHECK(tied.resources[i].index == untied.resources[i].index);
-    CHECK(same_double(tied.resources[i].busy_time, untied.resources[i].busy_time));
-    CHECK(same_double(tied.resources[i].bytes, untied.resources[i].bytes));
-  }
-  CHECK(tied.background_end == untied.background_end);
-  REQUIRE(tied.ops.size() == untied.ops.size());
-  std::size_t differing = 0;
-  for (std::size_t i = 0; i < tied.ops.size(); ++i)
-    differing += !same_double(tied.ops[i].start, untied.ops[i].start) ||
-                 !same_double(tied.ops[i].end, untied.ops[i].end);
-  CHECK(differing == 0);
-}
-
 // Both runs of `plan`; returns the resources held per flow, tied and untied.
 std::pair<double, double> compare(const topo::Router& router, const Plan& plan,
                                   sim::Options options = {}) {
@@ -63,7 +35,7 @@ std::pair<double, double> compare(const topo::Router& router, const Plan& plan,
   untied.tie_links = false;
   const sim::Result a = sim::simulate(router, plan, options);
   const sim::Result b = sim::simulate(router, plan, untied);
-  check_same(a, b);
+  test::check_same_run(a, b);
   const auto per_flow = [](const sim::Result& r) {
     return static_cast<double>(r.sharing.held) / static_cast<double>(r.flows);
   };
@@ -167,9 +139,9 @@ TEST_CASE("links untied while a streamed run holds flows on their class", "[mode
   };
   const sim::Result whole = run(false, false);
   const sim::Result tied_whole = run(true, false);
-  check_same(tied_whole, whole);
+  test::check_same_run(tied_whole, whole);
   for (const bool tie : {true, false}) {
     INFO("streamed, tie " << tie);
-    check_same(run(tie, true), whole);
+    test::check_same_run(run(tie, true), whole);
   }
 }

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "sim/event_queue.hpp"
+#include "tests/common/lcg.hpp"
 
 using namespace collsim;
 using namespace collsim::sim;
@@ -121,14 +122,7 @@ TEST_CASE("an unlimited resource neither limits nor couples flows", "[sim]") {
 
 namespace {
 
-// A fixed linear congruential sequence: the random tests are the same on every run and platform.
-struct Lcg {
-  std::uint64_t state;
-  std::uint64_t operator()(std::uint64_t n) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return (state >> 33) % n;
-  }
-};
+using test::Lcg;
 
 using Uses = std::vector<std::pair<ResourceId, double>>;
 

@@ -8,19 +8,14 @@
 #include <set>
 
 #include "sim/flow_model.hpp"
+#include "tests/common/lcg.hpp"
 
 using namespace collsim;
 using namespace collsim::sim;
 
 namespace {
 
-struct Rng {
-  std::uint64_t state;
-  std::uint64_t operator()(std::uint64_t n) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return (state >> 33) % n;
-  }
-};
+using Rng = test::Lcg;
 
 using Route = std::vector<ResourceId>;
 
