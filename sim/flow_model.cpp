@@ -160,6 +160,24 @@ void FlowModel::start(FlowId f, double bytes, double now) {
     return;
   }
   stats_.held += flow.uses.size();
+  if (can_reserve(flow)) {
+    // Alone on every resource: what the slack path below would do, without the lists.
+    for (const Use& use : flow.uses) {
+      res_[use.resource].reserved = f;
+      res_[use.resource].busy_since = now;
+    }
+    flow.reserved = true;
+    flow.bound = bound_of(flow);
+    new_epoch();
+    flow.rate = flow.bound;
+    flow.bottleneck = kNoResource;
+    flow.finish = flow.rate == kUnlimited ? now : now + bytes / flow.rate;
+    ++flow.version;
+    flow.scheduled = true;
+    rescheduled_.push_back(f);
+    return;
+  }
+  for (const Use& use : flow.uses) enter_reserved(use.resource);
   for (std::uint32_t u = 0; u < flow.uses.size(); ++u) {
     Use& use = flow.uses[u];
     Resource& res = res_[use.resource];
@@ -200,6 +218,25 @@ void FlowModel::release(FlowId f, double now, bool completed) {
   if (!completed && flow.rate > 0 && flow.rate < kUnlimited)
     flow.remaining -= flow.rate * (now - flow.last);
   const double drained = completed ? flow.bytes : std::max(0.0, flow.bytes - flow.remaining);
+  if (flow.reserved) {
+    // What the path below does for a flow alone on every resource.
+    for (const Use& use : flow.uses) {
+      Resource& res = res_[use.resource];
+      res.bytes += drained * use.weight;
+      res.reserved = kNoFlow;
+      res.busy_total += now - res.busy_since;
+    }
+    flow.reserved = false;
+    flow.active = false;
+    flow.scheduled = false;
+    ++flow.version;
+    rescheduled_.clear();
+    comp_res_.clear();
+    new_epoch();
+    flow.uses.clear();
+    free_.push_back(f);
+    return;
+  }
   // Only resources that bound somebody can pass bandwidth on to the flows left there.
   seeds_.clear();
   for (const Use& use : flow.uses)
@@ -232,7 +269,35 @@ void FlowModel::release(FlowId f, double now, bool completed) {
   free_.push_back(f);
 }
 
+bool FlowModel::can_reserve(const Flow& flow) const {
+  // Observers are told of every resource whose load changed, which reservations skip.
+  if (!reserve_ || report_touched_) return false;
+  for (const Use& use : flow.uses) {
+    const Resource& res = res_[use.resource];
+    if (!res.flows.empty() || res.reserved != kNoFlow) return false;
+  }
+  // A stalled flow (a resource without bandwidth) takes the ordinary path.
+  return bound_of(flow) > 0;
+}
+
+void FlowModel::enter(FlowId f) {
+  // As start() would have left it: in each list, with its demand; its rate, completion and
+  // version stay as they are.
+  Flow& flow = flows_[f];
+  for (std::uint32_t u = 0; u < flow.uses.size(); ++u) {
+    Use& use = flow.uses[u];
+    Resource& res = res_[use.resource];
+    res.reserved = kNoFlow;
+    use.slot = static_cast<std::uint32_t>(res.flows.size());
+    res.flows.push_back(Entry{f, u, use.weight});
+  }
+  flow.reserved = false;
+  // Alone on each of them: settling sets their demand exactly.
+  for (const Use& use : flow.uses) settle_demand(use.resource);
+}
+
 void FlowModel::set_capacity(ResourceId r, double capacity, double now) {
+  enter_reserved(r);
   // Every flow on r gets a new bound, which changes the demand on its other resources.
   for (const Entry& e : res_[r].flows) add_demand(flows_[e.flow], -1);
   res_[r].capacity = capacity;
@@ -252,6 +317,7 @@ void FlowModel::set_capacity(ResourceId r, double capacity, double now) {
 }
 
 void FlowModel::split_tied(ResourceId from, ResourceId tied) {
+  enter_reserved(from);
   Resource& to = res_[tied];
   const Resource& src = res_[from];
   if (!to.flows.empty()) throw InternalError("FlowModel::split_tied onto a resource in use");
@@ -276,6 +342,10 @@ void FlowModel::split_tied(ResourceId from, ResourceId tied) {
 
 double FlowModel::load(ResourceId r) const {
   double sum = 0;
+  if (const FlowId f = res_[r].reserved; f != kNoFlow) {
+    for (const Use& use : flows_[f].uses)
+      if (use.resource == r && flows_[f].rate < kUnlimited) sum += use.weight * flows_[f].rate;
+  }
   for (const Entry& e : res_[r].flows) {
     const Flow& flow = flows_[e.flow];
     if (flow.rate < kUnlimited) sum += e.weight * flow.rate;
@@ -285,7 +355,8 @@ double FlowModel::load(ResourceId r) const {
 
 double FlowModel::busy_time(ResourceId r, double now) const {
   const Resource& res = res_[r];
-  return res.busy_total + (res.flows.empty() ? 0.0 : now - res.busy_since);
+  const bool busy = !res.flows.empty() || res.reserved != kNoFlow;
+  return res.busy_total + (busy ? now - res.busy_since : 0.0);
 }
 
 void FlowModel::add_to_component(ResourceId r) {

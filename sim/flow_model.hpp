@@ -102,6 +102,9 @@ class FlowModel {
   // Off: arrivals and departures re-share their whole component, as capacity changes do (for
   // tests and measurements that compare the two; the rates agree to 1e-9).
   void local_regions(bool on) { local_ = on; }
+  // Off: a flow alone on its resources joins their lists like any other (see reserve()), for
+  // tests that compare the two; the same rates, times, bytes and busy times to the bit.
+  void reserve_alone(bool on) { reserve_ = on; }
   const SharingStats& stats() const { return stats_; }
 
   double finish_time(FlowId f) const { return flows_[f].finish; }  // kUnlimited when stalled
@@ -112,7 +115,9 @@ class FlowModel {
   bool active(FlowId f) const { return flows_[f].active; }
 
   double capacity(ResourceId r) const { return res_[r].capacity; }
-  std::size_t active_flows(ResourceId r) const { return res_[r].flows.size(); }
+  std::size_t active_flows(ResourceId r) const {
+    return res_[r].flows.size() + (res_[r].reserved != kNoFlow);
+  }
   double load(ResourceId r) const;                   // Σ weight × rate of its flows, bytes/s
   double busy_time(ResourceId r, double now) const;  // time with at least one flow on it
   double bytes(ResourceId r) const { return res_[r].bytes; }  // weight × bytes drained through it
@@ -124,6 +129,7 @@ class FlowModel {
     double weight;
   };
   static constexpr ResourceId kNoResource = ~ResourceId{0};
+  static constexpr FlowId kNoFlow = ~FlowId{0};
   struct Flow {
     double remaining = 0;
     double bytes = 0;
@@ -139,6 +145,7 @@ class FlowModel {
     bool active = false;
     bool scheduled = false;
     bool frozen = false;
+    bool reserved = false;  // running alone, out of its resources' lists (reserve())
     std::vector<Use> uses;
   };
   // The weight is copied here: a scan of a resource's flows then reads each flow's record but
@@ -163,6 +170,7 @@ class FlowModel {
     double level = 0;  // the share its flows froze at in the last filling, kUnlimited if none
     std::uint32_t unfrozen = 0;
     std::uint32_t stamp = 0;
+    FlowId reserved = kNoFlow;  // the flow running alone on it, out of its list (reserve())
   };
   // Can the resource be saturated by the bounds of its flows? See the header comment. The
   // margin keeps rounding in the running demand sum from calling a binding resource slack; a
@@ -197,6 +205,15 @@ class FlowModel {
   void add_demand(const Flow& flow, double sign);
   void settle_demand(ResourceId r);
   void touch_slack(const Flow& flow);
+  // reserve(): a flow starting onto resources that hold no flow runs at its bound until another
+  // starts on one of them, so it reserves them instead of joining their lists and adding to
+  // their demand, and enter() puts it there, as of its start, the moment anything else needs
+  // it: a start on one of its resources, a capacity change there, a split of tied links.
+  bool can_reserve(const Flow& flow) const;
+  void enter(FlowId f);
+  void enter_reserved(ResourceId r) {
+    if (res_[r].reserved != kNoFlow) enter(res_[r].reserved);
+  }
   // Deferred mode: records the seeds of an arrival or departure for flush(); false otherwise.
   bool defer(const Flow& flow);
   bool reshared_since(ResourceId r, std::uint32_t epoch) const;
@@ -240,6 +257,7 @@ class FlowModel {
   std::uint32_t epoch_ = 0;
   bool report_touched_ = false;
   bool local_ = true;
+  bool reserve_ = true;
   // After a region falls back, the next few re-shares go straight to their component: where
   // regions do not pay (an all-to-all, where each grows to half the component before failing),
   // trying each one first would cost more than the component alone.

@@ -456,3 +456,81 @@ TEST_CASE("observers hear of every resource whose load a re-share changed", "[si
   CHECK(std::count(touched.begin(), touched.end(), ResourceId{1}) == 1);
   CHECK(m.load(1) == 5.0);
 }
+
+TEST_CASE("a flow alone reserves its resources, with the results of joining their lists", "[sim]") {
+  // Two models see the same starts, completions, withdrawals and capacity changes; one lets a
+  // flow that starts alone reserve its resources, the other puts every flow in the lists.
+  // Rates, completion times, and every resource's bytes, busy time, load and flow count must be
+  // the same to the bit after every step, deferred or not, as flows join reserved resources
+  // (which enters the reservation as of its start) and capacities change under them.
+  Lcg next{31337};
+  std::uint64_t reserved_joins = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const std::size_t resources = 3 + next(12);
+    std::vector<double> cap(resources);
+    for (auto& c : cap) c = next(6) == 0 ? kUnlimited : 10.0 * static_cast<double>(1 + next(4));
+    FlowModel reserving;
+    FlowModel listing;
+    reserving.reset(cap);
+    listing.reset(cap);
+    listing.reserve_alone(false);
+    const bool deferred = trial % 2 == 0;
+    reserving.set_deferred(deferred);
+    listing.set_deferred(deferred);
+    std::vector<bool> active;
+    double now = 0;
+    for (int step = 0; step < 150; ++step) {
+      const auto op = next(10);
+      const auto live = random_active(next, active);
+      if (op < 4 || !live) {
+        const FlowId f = reserving.create();
+        REQUIRE(listing.create() == f);
+        if (f >= active.size()) active.resize(f + 1, false);
+        const Uses uses = random_uses(next, reserving, f, resources, 3);
+        for (const auto& [r, w] : uses) listing.add_use(f, r, w);
+        // Alone on free resources, or onto one another flow holds (reserved or listed).
+        for (const auto& [r, w] : uses) reserved_joins += reserving.active_flows(r) == 1;
+        const double bytes = static_cast<double>(1 + next(100));
+        reserving.start(f, bytes, now);
+        listing.start(f, bytes, now);
+        active[f] = true;
+      } else if (op < 7) {
+        // The next completion, as the engine would run it.
+        FlowId first = *live;
+        for (FlowId f = 0; f < active.size(); ++f)
+          if (active[f] && listing.finish_time(f) < listing.finish_time(first)) first = f;
+        if (listing.finish_time(first) == kUnlimited) continue;
+        now = std::max(now, listing.finish_time(first));
+        REQUIRE(reserving.finish_time(first) == listing.finish_time(first));
+        reserving.release(first, now, true);
+        listing.release(first, now, true);
+        active[first] = false;
+      } else if (op < 9) {
+        now += 0.01 * static_cast<double>(next(10));
+        reserving.release(*live, now, false);
+        listing.release(*live, now, false);
+        active[*live] = false;
+      } else {
+        const auto r = static_cast<ResourceId>(next(resources));
+        const double c = next(4) == 0 ? kUnlimited : 10.0 * static_cast<double>(1 + next(4));
+        reserving.set_capacity(r, c, now);
+        listing.set_capacity(r, c, now);
+      }
+      reserving.flush(now);
+      listing.flush(now);
+      INFO("trial " << trial << " step " << step);
+      for (FlowId f = 0; f < active.size(); ++f) {
+        if (!active[f]) continue;
+        CHECK(reserving.rate(f) == listing.rate(f));
+        CHECK(reserving.finish_time(f) == listing.finish_time(f));
+      }
+      for (ResourceId r = 0; r < resources; ++r) {
+        CHECK(reserving.bytes(r) == listing.bytes(r));
+        CHECK(reserving.busy_time(r, now) == listing.busy_time(r, now));
+        CHECK(reserving.load(r) == listing.load(r));
+        CHECK(reserving.active_flows(r) == listing.active_flows(r));
+      }
+    }
+  }
+  CHECK(reserved_joins > 200);  // flows joined resources that another held alone
+}
