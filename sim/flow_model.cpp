@@ -160,14 +160,14 @@ void FlowModel::start(FlowId f, double bytes, double now) {
     return;
   }
   stats_.held += flow.uses.size();
-  if (can_reserve(flow)) {
+  if (const double bound = reservable(flow); bound > 0) {
     // Alone on every resource: what the slack path below would do, without the lists.
     for (const Use& use : flow.uses) {
       res_[use.resource].reserved = f;
       res_[use.resource].busy_since = now;
     }
     flow.reserved = true;
-    flow.bound = bound_of(flow);
+    flow.bound = bound;
     new_epoch();
     flow.rate = flow.bound;
     flow.bottleneck = kNoResource;
@@ -269,15 +269,15 @@ void FlowModel::release(FlowId f, double now, bool completed) {
   free_.push_back(f);
 }
 
-bool FlowModel::can_reserve(const Flow& flow) const {
+double FlowModel::reservable(const Flow& flow) const {
   // Observers are told of every resource whose load changed, which reservations skip.
-  if (!reserve_ || report_touched_) return false;
+  if (!reserve_ || report_touched_) return 0;
   for (const Use& use : flow.uses) {
     const Resource& res = res_[use.resource];
-    if (!res.flows.empty() || res.reserved != kNoFlow) return false;
+    if (!res.flows.empty() || res.reserved != kNoFlow) return 0;
   }
-  // A stalled flow (a resource without bandwidth) takes the ordinary path.
-  return bound_of(flow) > 0;
+  // 0 for a stalled flow (a resource without bandwidth): it takes the ordinary path.
+  return bound_of(flow);
 }
 
 void FlowModel::enter(FlowId f) {

@@ -102,7 +102,7 @@ class FlowModel {
   // Off: arrivals and departures re-share their whole component, as capacity changes do (for
   // tests and measurements that compare the two; the rates agree to 1e-9).
   void local_regions(bool on) { local_ = on; }
-  // Off: a flow alone on its resources joins their lists like any other (see reserve()), for
+  // Off: a flow alone on its resources joins their lists like any other (see reservable()), for
   // tests that compare the two; the same rates, times, bytes and busy times to the bit.
   void reserve_alone(bool on) { reserve_ = on; }
   const SharingStats& stats() const { return stats_; }
@@ -145,7 +145,7 @@ class FlowModel {
     bool active = false;
     bool scheduled = false;
     bool frozen = false;
-    bool reserved = false;  // running alone, out of its resources' lists (reserve())
+    bool reserved = false;  // running alone, out of its resources' lists (reservable())
     std::vector<Use> uses;
   };
   // The weight is copied here: a scan of a resource's flows then reads each flow's record but
@@ -170,7 +170,7 @@ class FlowModel {
     double level = 0;  // the share its flows froze at in the last filling, kUnlimited if none
     std::uint32_t unfrozen = 0;
     std::uint32_t stamp = 0;
-    FlowId reserved = kNoFlow;  // the flow running alone on it, out of its list (reserve())
+    FlowId reserved = kNoFlow;  // the flow running alone on it, out of its list (reservable())
   };
   // Can the resource be saturated by the bounds of its flows? See the header comment. The
   // margin keeps rounding in the running demand sum from calling a binding resource slack; a
@@ -205,11 +205,12 @@ class FlowModel {
   void add_demand(const Flow& flow, double sign);
   void settle_demand(ResourceId r);
   void touch_slack(const Flow& flow);
-  // reserve(): a flow starting onto resources that hold no flow runs at its bound until another
-  // starts on one of them, so it reserves them instead of joining their lists and adding to
-  // their demand, and enter() puts it there, as of its start, the moment anything else needs
-  // it: a start on one of its resources, a capacity change there, a split of tied links.
-  bool can_reserve(const Flow& flow) const;
+  // Reservations: a flow starting onto resources that hold no flow runs at its bound until
+  // another starts on one of them, so it reserves them instead of joining their lists and
+  // adding to their demand, and enter() puts it there, as of its start, the moment anything
+  // else needs it: a start on one of its resources, a capacity change there, a split of tied
+  // links. reservable() is the flow's bound if it may reserve, else 0.
+  double reservable(const Flow& flow) const;
   void enter(FlowId f);
   void enter_reserved(ResourceId r) {
     if (res_[r].reserved != kNoFlow) enter(res_[r].reserved);
