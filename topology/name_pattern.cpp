@@ -33,7 +33,8 @@ bool NamePattern::parse(std::string_view text, NamePattern& out, std::string& er
     if (const auto colon = body.find(':'); colon != std::string_view::npos) {
       const std::string_view w = body.substr(colon + 1);
       const auto r = std::from_chars(w.data(), w.data() + w.size(), slot.width);
-      if (w.empty() || r.ec != std::errc() || r.ptr != w.data() + w.size() || slot.width > 18)
+      if (w.empty() || r.ec != std::errc() || r.ptr != w.data() + w.size() || slot.width < 0 ||
+          slot.width > 18)
         return fail("the width after ':' must be a number up to 18");
       body = body.substr(0, colon);
     }

@@ -247,6 +247,9 @@ TEST_CASE("name patterns") {
   CHECK(p.expand(11) == "n011.1.5-33-10");
   CHECK_FALSE(NamePattern::parse("x}", p, error));
   CHECK_FALSE(NamePattern::parse("{i+1%2}", p, error));
+  // A negative width is refused when read, not left for the formatting to throw on.
+  CHECK_FALSE(NamePattern::parse("rack{i/4:-02}", p, error));
+  CHECK(error.find("must be a number up to 18") != std::string::npos);
 }
 
 TEST_CASE("a document whose expansion is estimated above max_memory is refused before expanding") {
