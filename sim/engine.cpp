@@ -111,6 +111,22 @@ class Engine {
   // Some copy of ops [from, to) runs on a GPU with a limited number of copy engines.
   bool queues_for_engines(OpId from, OpId to) const;
   void forget_finished();
+  // Prefetches what the next few queued events will touch, in stages: the far event's flow
+  // record, the middle one's op record and plan columns, the next one's successors. Without it
+  // most events wait on cache misses: a ring's successor op is a ring step further on in the plan.
+  void prefetch_ahead() const;
+  OpId op_of(std::uint32_t id, EventKind kind) const {
+    OpId op = kNoOp;
+    if (kind == EventKind::op_done || kind == EventKind::release) op = id;
+    if ((kind == EventKind::flow_done || kind == EventKind::latency_done) &&
+        id < flow_index_.size() && flow_owner_[id] != Owner::background)
+      op = flow_index_[id];
+    return op >= ops_base_ && op < registered_ ? op : kNoOp;
+  }
+  void prefetch_op(OpId op) const {
+    collsim::prefetch(&ops_[op - ops_base_]);
+    plan_.prefetch(op);
+  }
   NodeId endpoint(RankId rank, sched::BufferId buffer) const;
   std::uint32_t lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op);
   std::uint32_t resolve(OpId op);  // sends, d2h and h2d copies
@@ -1021,6 +1037,7 @@ void Engine::advance() {
     }
     Event e = held_ ? *held_ : queue_.pop();
     held_.reset();
+    prefetch_ahead();
     const EventKind kind = e.kind();
     if ((kind == EventKind::latency_done || kind == EventKind::flow_done) &&
         e.version != flows_.version(e.id)) {
@@ -1087,6 +1104,42 @@ void Engine::advance() {
       });
       stale_events_ = 0;
     }
+  }
+}
+
+void Engine::prefetch_ahead() const {
+  // Each stage reads only what an earlier stage prefetched, so that none of them waits.
+  std::uint32_t id;
+  EventKind kind;
+  const auto flow_event = [&] {
+    return (kind == EventKind::flow_done || kind == EventKind::latency_done) &&
+           id < flow_index_.size();
+  };
+  if (queue_.peek(8, id, kind) && flow_event()) {
+    flows_.prefetch_flow(id);
+    collsim::prefetch(&flow_index_[id]);
+    collsim::prefetch(&flow_owner_[id]);
+  }
+  if (queue_.peek(5, id, kind)) {
+    if (flow_event()) flows_.prefetch_uses(id);
+    if (const OpId op = op_of(id, kind); op != kNoOp) prefetch_op(op);
+  }
+  if (queue_.peek(2, id, kind)) {
+    if (flow_event()) flows_.prefetch_resources(id);
+    if (const OpId op = op_of(id, kind); op != kNoOp) {
+      const OpRecord& r = rec(op);
+      if (r.stream_next != kNoOp) prefetch_op(r.stream_next);
+      if (r.succ < kMany) prefetch_op(r.succ);
+      if (const OpId q = plan_.partner(op); q != kNoOp && q >= ops_base_) prefetch_op(q);
+    }
+  }
+  if (queue_.peek(0, id, kind)) {
+    if (const OpId op = op_of(id, kind); op != kNoOp)
+      if (const OpId q = plan_.partner(op); q != kNoOp && q >= ops_base_) {
+        const OpRecord& r = rec(q);
+        if (r.stream_next != kNoOp) prefetch_op(r.stream_next);
+        if (r.succ < kMany) prefetch_op(r.succ);
+      }
   }
 }
 

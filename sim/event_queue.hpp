@@ -96,6 +96,29 @@ class EventQueue {
     return std::bit_cast<double>(buckets_[heap_.front().bucket].time_bits);
   }
 
+  // The id and kind of the event `ahead` places after the earliest, as the queue stands (a later
+  // push may still come before it); false when the earliest bucket and the one after it hold
+  // fewer. Only a hint, for prefetching what that event will touch.
+  bool peek(std::size_t ahead, std::uint32_t& id, EventKind& kind) const {
+    if (heap_.empty()) return false;
+    const Bucket* bucket = &buckets_[heap_.front().bucket];
+    std::size_t i = bucket->head + ahead;
+    if (i >= bucket->items.size()) {
+      i -= bucket->items.size();
+      const std::size_t n = heap_.size() < 5 ? heap_.size() : 5;
+      if (n < 2) return false;
+      std::size_t best = 1;
+      for (std::size_t c = 2; c < n; ++c)
+        if (heap_[c].before(heap_[best])) best = c;
+      bucket = &buckets_[heap_[best].bucket];
+      i += bucket->head;
+      if (i >= bucket->items.size()) return false;
+    }
+    id = bucket->items[i].id;
+    kind = static_cast<EventKind>(bucket->items[i].seq_kind & 0xff);
+    return true;
+  }
+
   // The earliest event; the queue must not be empty.
   Event pop() {
     const std::uint32_t b = heap_.front().bucket;

@@ -41,6 +41,7 @@
 
 #include "sim/resources.hpp"
 #include "topology/huge_pages.hpp"
+#include "topology/prefetch.hpp"
 #include "topology/units.hpp"
 
 namespace collsim::sim {
@@ -112,6 +113,21 @@ class FlowModel {
   double rate(FlowId f) const { return flows_[f].rate; }
   std::vector<ResourceId> resources(FlowId f) const;  // for diagnostics, not the hot loop
   std::size_t num_flow_slots() const { return flows_.size(); }
+  // Hints that flow `f` is about to be started or released: its record, then, once that is
+  // cached, its resources.
+  void prefetch_flow(FlowId f) const {
+    if (f >= flows_.size()) return;
+    const char* p = reinterpret_cast<const char*>(&flows_[f]);
+    collsim::prefetch(p);
+    collsim::prefetch(p + sizeof(Flow) - 1);
+  }
+  void prefetch_uses(FlowId f) const {
+    if (f < flows_.size() && !flows_[f].uses.empty()) collsim::prefetch(flows_[f].uses.data());
+  }
+  void prefetch_resources(FlowId f) const {
+    if (f >= flows_.size()) return;
+    for (const Use& use : flows_[f].uses) collsim::prefetch(&res_[use.resource]);
+  }
   bool active(FlowId f) const { return flows_[f].active; }
 
   double capacity(ResourceId r) const { return res_[r].capacity; }

@@ -39,8 +39,10 @@ TEST_CASE("events pop by time, then in insertion order", "[sim][queue]") {
   CHECK(order == std::vector<std::uint32_t>{5, 2, 4, 1, 3});
 }
 
-TEST_CASE("events come out in (time, sequence) order under any interleaving and sweeps",
-          "[sim][queue]") {
+TEST_CASE(
+    "events come out in (time, sequence) order under any interleaving and sweeps, and "
+    "peeks name the events to come",
+    "[sim][queue]") {
   // Reference: a sorted set of (time, sequence). Few distinct times, so ties are frequent, and
   // pushes happen between pops, before and after the time being drained.
   std::uint64_t state = 99;
@@ -51,6 +53,7 @@ TEST_CASE("events come out in (time, sequence) order under any interleaving and 
   EventQueue q;
   std::set<std::pair<double, std::uint32_t>> reference;
   std::uint32_t seq = 0;
+  std::uint64_t peeked = 0;
   for (int step = 0; step < 20000; ++step) {
     if (step % 1500 == 1499) {
       // Sweep out a fifth of the events, as the engine does with superseded ones; the rest
@@ -69,7 +72,21 @@ TEST_CASE("events come out in (time, sequence) order under any interleaving and 
       reference.erase(reference.begin());
     }
     REQUIRE(q.size() == reference.size());
+    // A peek, when it answers, names the event that many places on, as the queue stands.
+    auto it = reference.begin();
+    for (std::size_t ahead = 0; ahead < 12 && it != reference.end(); ++ahead, ++it) {
+      std::uint32_t id = 0;
+      EventKind kind = EventKind::release;
+      if (!q.peek(ahead, id, kind)) {
+        REQUIRE(ahead > 0);
+        continue;
+      }
+      peeked += ahead > 0;
+      REQUIRE(id == it->second);
+      REQUIRE(kind == EventKind::op_done);
+    }
   }
+  CHECK(peeked > 10000);  // beyond the earliest event, and past the earliest bucket
   while (!reference.empty()) {
     REQUIRE(q.pop().id == reference.begin()->second);
     reference.erase(reference.begin());
