@@ -32,7 +32,6 @@
 #include <vector>
 
 #include "topology/huge_pages.hpp"
-#include "topology/prefetch.hpp"
 #include "topology/topology.hpp"
 #include "topology/units.hpp"
 
@@ -127,14 +126,6 @@ class Plan {
   void drop_before(OpId id);
   Op op(OpId id) const;
   OpKind kind(OpId id) const { return kind_[id - base_]; }
-  // A hint that op `id` (kept, not dropped) is about to be read: what the simulator reads of it.
-  void prefetch(OpId id) const {
-    const std::size_t i = id - base_;
-    collsim::prefetch(&kind_[i]);
-    collsim::prefetch(&rank_[i]);
-    collsim::prefetch(&bytes_[i]);
-    collsim::prefetch(&b_[i]);
-  }
   RankId rank(OpId id) const { return rank_[id - base_]; }
   StreamId stream(OpId id) const { return stream_[id - base_]; }
   Bytes bytes(OpId id) const {

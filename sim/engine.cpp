@@ -111,9 +111,10 @@ class Engine {
   // Some copy of ops [from, to) runs on a GPU with a limited number of copy engines.
   bool queues_for_engines(OpId from, OpId to) const;
   void forget_finished();
-  // Prefetches what the next few queued events will touch, in stages: the far event's flow
-  // record, the middle one's op record and plan columns, the next one's successors. Without it
-  // most events wait on cache misses: a ring's successor op is a ring step further on in the plan.
+  // Prefetches what the next few queued events will touch, in stages: the farthest event's flow
+  // record, then its use list and op record, then its resources and the records of the op's
+  // partner and successors, then the partner's successors. Without it most events wait on cache
+  // misses: a ring's successor op is a ring step further on in the plan.
   void prefetch_ahead() const;
   OpId op_of(std::uint32_t id, EventKind kind) const {
     OpId op = kNoOp;
@@ -123,10 +124,7 @@ class Engine {
       op = flow_index_[id];
     return op >= ops_base_ && op < registered_ ? op : kNoOp;
   }
-  void prefetch_op(OpId op) const {
-    collsim::prefetch(&ops_[op - ops_base_]);
-    plan_.prefetch(op);
-  }
+  void prefetch_op(OpId op) const { collsim::prefetch(&ops_[op - ops_base_]); }
   NodeId endpoint(RankId rank, sched::BufferId buffer) const;
   std::uint32_t lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op);
   std::uint32_t resolve(OpId op);  // sends, d2h and h2d copies
@@ -185,15 +183,26 @@ class Engine {
   Observer* observer_ = nullptr;
 
   // Per op, indexed by OpId.
-  // Everything the hot loop reads and writes about an op, in one 16-byte record so that the
-  // random accesses of a large plan cost one cache miss per op, not one per field.
-  struct OpRecord {
+  // Everything the hot loop reads and writes about an op, in one 32-byte record so that the
+  // random accesses of a large plan cost one cache miss per op, not one per field: what running
+  // it reads of the plan is copied in when the op is added.
+  static constexpr std::uint32_t kWideBytes = ~std::uint32_t{0};  // the size is the plan's
+  struct alignas(32) OpRecord {
     std::uint32_t pending = 0;      // unfinished stream predecessor + dependencies
     OpId stream_next = kNoOp;       // next op on the same (rank, stream)
     std::uint32_t succ = kNoOp;     // the one successor, or kMany | group (see below)
     std::uint32_t route_state = 0;  // route index (sends, PCIe copies) << 2 | OpState
+    OpId partner = kNoOp;           // sends and recvs
+    RankId rank = 0;
+    std::uint32_t bytes = 0;  // kWideBytes: plan_.bytes(op)
+    OpKind kind = OpKind::compute;
+    CopyKind copy = CopyKind::d2d;  // copies
   };
-  static_assert(sizeof(OpRecord) == 16);
+  static_assert(sizeof(OpRecord) == 32);
+  double bytes_of(OpId op) const {
+    const std::uint32_t b = rec(op).bytes;
+    return static_cast<double>(b != kWideBytes ? Bytes{b} : plan_.bytes(op));
+  }
   // Records of ops [ops_base_, registered_): a streamed run forgets the finished ones below.
   HugeVector<OpRecord> ops_;
   OpId ops_base_ = 0;
@@ -458,7 +467,15 @@ void Engine::link(OpId from, OpId to) {
   // only while the op waited for is not done; successors are added in increasing op order, the
   // order complete() readies them in, hence the order of the run.
   for (OpId op = from; op < to; ++op) {
-    std::vector<OpId>& lasts = last_on_stream_[plan_.rank(op)];
+    OpRecord& r = rec(op);
+    r.rank = plan_.rank(op);
+    r.kind = plan_.kind(op);
+    r.partner = plan_.partner(op);
+    const Bytes bytes = plan_.bytes(op);
+    r.bytes = bytes < kWideBytes ? static_cast<std::uint32_t>(bytes) : kWideBytes;
+    if (r.kind == OpKind::copy)
+      r.copy = sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer);
+    std::vector<OpId>& lasts = last_on_stream_[r.rank];
     const auto stream = plan_.stream(op);
     if (stream >= lasts.size()) lasts.resize(stream + 1u, kNoOp);
     const OpId prev = lasts[stream];
@@ -609,22 +626,22 @@ void Engine::launch(FlowId f, double latency) {
 void Engine::ready(OpId op) {
   set_state(op, OpState::ready);
   if (track_) timing_[op].ready = now_;
-  const RankId rank = plan_.rank(op);
-  const NodeId gpu = plan_.rank_gpu[rank];
-  switch (plan_.kind(op)) {
+  const OpRecord& r = rec(op);
+  const RankId rank = r.rank;
+  switch (r.kind) {
     case OpKind::send:
     case OpKind::recv: {
-      const OpId q = plan_.partner(op);
+      const OpId q = r.partner;
       if (state(q) != OpState::ready) return;  // the transfer waits for its other end
-      if (plan_.kind(op) == OpKind::send)
+      if (r.kind == OpKind::send)
         start_transfer(op, q);
       else
         start_transfer(q, op);
       return;
     }
     case OpKind::copy: {
-      if (sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer) != CopyKind::host) {
-        CopyEngines& ce = engines_[gpu];
+      if (r.copy != CopyKind::host) {
+        CopyEngines& ce = engines_[plan_.rank_gpu[rank]];
         ce.used = true;
         if (ce.total != 0) {
           if (ce.free == 0) {
@@ -643,7 +660,7 @@ void Engine::ready(OpId op) {
         timing_[op].start = now_;
         if (observer_) observer_->on_op_start(op, now_, now_);
       }
-      const FlowId f = new_flow(Owner::reduce, op, static_cast<double>(plan_.bytes(op)));
+      const FlowId f = new_flow(Owner::reduce, op, bytes_of(op));
       // Two operands read and one result written: every byte crosses memory three times.
       flows_.add_use(f, rank_memory_[rank], 3.0);
       launch(f, rank_launch_[rank]);
@@ -673,9 +690,9 @@ void Engine::start_transfer(OpId send, OpId recv) {
     }
   }
   const FlatRoute& route = route_of(send);
-  const FlowId f = new_flow(Owner::transfer, send, static_cast<double>(plan_.bytes(send)));
+  const FlowId f = new_flow(Owner::transfer, send, bytes_of(send));
   add_uses(f, route);
-  launch(f, rank_alpha_[plan_.rank(send)] + route.latency);
+  launch(f, rank_alpha_[rec(send).rank] + route.latency);
 }
 
 void Engine::start_copy(OpId op) {
@@ -684,10 +701,11 @@ void Engine::start_copy(OpId op) {
     timing_[op].start = now_;
     if (observer_) observer_->on_op_start(op, timing_[op].ready, now_);
   }
-  const NodeId gpu = plan_.rank_gpu[plan_.rank(op)];
-  const FlowId f = new_flow(Owner::copy, op, static_cast<double>(plan_.bytes(op)));
+  const RankId rank = rec(op).rank;
+  const NodeId gpu = plan_.rank_gpu[rank];
+  const FlowId f = new_flow(Owner::copy, op, bytes_of(op));
   double latency = 0;
-  switch (sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer)) {
+  switch (rec(op).copy) {
     case CopyKind::d2h:
     case CopyKind::h2d: {
       const FlatRoute& route = route_of(op);
@@ -701,7 +719,7 @@ void Engine::start_copy(OpId op) {
       break;
     }
     case CopyKind::d2d:
-      flows_.add_use(f, rank_memory_[plan_.rank(op)], 2.0);  // reads and writes every byte
+      flows_.add_use(f, rank_memory_[rank], 2.0);  // reads and writes every byte
       break;
     case CopyKind::host:
       flows_.add_use(f, map_.memcpy(topo_.host_cpu(gpu)), 1.0);
@@ -711,7 +729,7 @@ void Engine::start_copy(OpId op) {
 }
 
 void Engine::release_engine(OpId op, double held_since) {
-  const NodeId gpu = plan_.rank_gpu[plan_.rank(op)];
+  const NodeId gpu = plan_.rank_gpu[rec(op).rank];
   CopyEngines& ce = engines_[gpu];
   ce.busy += now_ - held_since;
   if (ce.total == 0) return;
@@ -754,9 +772,9 @@ void Engine::complete(OpId op) {
 bool Engine::delay_release(OpId from, OpId to) {
   // A transfer runs on its receiver's stream: the sender's stream learns of its end through an
   // event, like any other stream.
-  const OpId ran = plan_.kind(from) == OpKind::send ? plan_.partner(from) : from;
-  const double latency = rank_event_[plan_.rank(to)];
-  if (latency <= 0 || (plan_.rank(ran) == plan_.rank(to) && plan_.stream(ran) == plan_.stream(to)))
+  const OpId ran = rec(from).kind == OpKind::send ? rec(from).partner : from;
+  const double latency = rank_event_[rec(to).rank];
+  if (latency <= 0 || (rec(ran).rank == rec(to).rank && plan_.stream(ran) == plan_.stream(to)))
     return false;
   queue_.push(now_ + latency, EventKind::release, to);
   return true;
@@ -769,11 +787,10 @@ void Engine::flow_done(FlowId f) {
   switch (flow_owner_[f]) {
     case Owner::transfer:
       complete(index);
-      complete(plan_.partner(index));
+      complete(rec(index).partner);
       break;
     case Owner::copy:
-      if (sched::copy_kind(plan_.src(index).buffer, plan_.dst(index).buffer) != CopyKind::host)
-        release_engine(index, flow_start_[f]);
+      if (rec(index).copy != CopyKind::host) release_engine(index, flow_start_[f]);
       complete(index);
       break;
     case Owner::reduce:
@@ -969,7 +986,7 @@ void Engine::add_ops() {
   } else {
     validate_ops(from, end);
   }
-  ops_.resize(end - ops_base_, OpRecord{0, kNoOp, kNoOp, 0});  // waiting, no route
+  ops_.resize(end - ops_base_, OpRecord{});  // waiting, no route
   link(from, end);
   resolve_routes(from, end);
   registered_ = end;
@@ -1130,12 +1147,12 @@ void Engine::prefetch_ahead() const {
       const OpRecord& r = rec(op);
       if (r.stream_next != kNoOp) prefetch_op(r.stream_next);
       if (r.succ < kMany) prefetch_op(r.succ);
-      if (const OpId q = plan_.partner(op); q != kNoOp && q >= ops_base_) prefetch_op(q);
+      if (r.partner != kNoOp && r.partner >= ops_base_) prefetch_op(r.partner);
     }
   }
   if (queue_.peek(0, id, kind)) {
     if (const OpId op = op_of(id, kind); op != kNoOp)
-      if (const OpId q = plan_.partner(op); q != kNoOp && q >= ops_base_) {
+      if (const OpId q = rec(op).partner; q != kNoOp && q >= ops_base_) {
         const OpRecord& r = rec(q);
         if (r.stream_next != kNoOp) prefetch_op(r.stream_next);
         if (r.succ < kMany) prefetch_op(r.succ);
