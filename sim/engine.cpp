@@ -104,12 +104,15 @@ class Engine {
   void setup();
   std::vector<double> capacities() const;  // by resource, as the topology states them
   void add_ops();
-  void link(OpId from, OpId to);
+  // Appends the records of ops [from, to) in one pass over the batch: links each op to its stream
+  // predecessor and dependencies and resolves its route (every route of a batch before it runs,
+  // so that an unreachable peer is reported before any time is spent simulating it). `later`: a
+  // batch after the first, none of whose ops may be ready yet. Returns whether some copy runs on
+  // a GPU with a limited number of copy engines.
+  bool link(OpId from, OpId to, bool later);
   void add_successor(OpId op, OpId succ);
   void advance();
   bool completes_newest(const Event& e) const;
-  // Some copy of ops [from, to) runs on a GPU with a limited number of copy engines.
-  bool queues_for_engines(OpId from, OpId to) const;
   void forget_finished();
   // Prefetches what the next few queued events will touch, in stages: the farthest event's flow
   // record, then its use list and op record, then its resources and the records of the op's
@@ -139,7 +142,6 @@ class Engine {
   };
   const FlatRoute& route_of(OpId op) const { return flat_routes_[rec(op).route_state >> 2]; }
   std::uint32_t add_route(const topo::Route& route);
-  void resolve_routes(OpId from, OpId to);
   // Ties the links of routes [from, end) and gives them their shared links; when that unties
   // links of earlier routes, their flows and shared links gain the new representatives.
   void share_routes();
@@ -462,12 +464,16 @@ void Engine::add_successor(OpId op, OpId succ) {
   groups_[slot & ~kMany].push_back(succ);
 }
 
-void Engine::link(OpId from, OpId to) {
+bool Engine::link(OpId from, OpId to, bool later) {
   // Stream order (the previous op on the same rank and stream) and dependencies, each counted
   // only while the op waited for is not done; successors are added in increasing op order, the
   // order complete() readies them in, hence the order of the run.
+  // Records are appended as they are filled: one pass of stores over new memory, not two.
+  const std::size_t need = to - ops_base_;
+  if (ops_.capacity() < need) ops_.reserve(std::max(need, 2 * ops_.capacity()));
+  bool queues = false;
   for (OpId op = from; op < to; ++op) {
-    OpRecord& r = rec(op);
+    OpRecord& r = ops_.emplace_back();
     r.rank = plan_.rank(op);
     r.kind = plan_.kind(op);
     r.partner = plan_.partner(op);
@@ -489,7 +495,20 @@ void Engine::link(OpId from, OpId to) {
         ++rec(op).pending;
         add_successor(d, op);
       }
+    // Nothing of a later batch can have been ready before it was added (Builder::end_batch).
+    if (later && rec(op).pending == 0)
+      throw InternalError(
+          fmt::format("{} of a batch starting at op {} waits for nothing of the "
+                      "batch before; the generator ended that batch too early",
+                      describe(op), from));
+    const OpRecord& q = rec(op);
+    if (q.kind == OpKind::send ||
+        (q.kind == OpKind::copy && (q.copy == CopyKind::d2h || q.copy == CopyKind::h2d)))
+      rec(op).route_state |= resolve(op) << 2;
+    queues |= q.kind == OpKind::copy && q.copy != CopyKind::host &&
+              topo_.node(plan_.rank_gpu[q.rank]).copy_engines != 0;
   }
+  return queues;
 }
 
 NodeId Engine::endpoint(RankId rank, sched::BufferId buffer) const {
@@ -571,19 +590,6 @@ std::uint32_t Engine::resolve(OpId op) {
   if (sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer) == CopyKind::d2h)
     return lookup(gpu, topo_.host_cpu(gpu), 0, op);
   return lookup(topo_.host_cpu(gpu), gpu, 0, op);
-}
-
-void Engine::resolve_routes(OpId from, OpId to) {
-  // Every route of a batch before it runs, so that an unreachable peer is reported before any
-  // time is spent simulating it; the hot loop then finds them in the op records.
-  for (OpId op = from; op < to; ++op) {
-    const OpKind k = plan_.kind(op);
-    if (k == OpKind::send) rec(op).route_state |= resolve(op) << 2;
-    if (k == OpKind::copy) {
-      const auto ck = sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer);
-      if (ck == CopyKind::d2h || ck == CopyKind::h2d) rec(op).route_state |= resolve(op) << 2;
-    }
-  }
 }
 
 FlowId Engine::new_flow(Owner owner, std::uint32_t index, double bytes) {
@@ -986,9 +992,7 @@ void Engine::add_ops() {
   } else {
     validate_ops(from, end);
   }
-  ops_.resize(end - ops_base_, OpRecord{});  // waiting, no route
-  link(from, end);
-  resolve_routes(from, end);
+  const bool queues = link(from, end, started_);
   registered_ = end;
   // An empty batch changes nothing: the newest ops are still those of the batch before.
   if (from != end) batch_begin_ = from;
@@ -999,7 +1003,7 @@ void Engine::add_ops() {
     share_per_instant_ = options_.share_per_instant;
   }
   share_routes();
-  if (share_per_instant_ && queues_for_engines(from, end)) {
+  if (share_per_instant_ && queues) {
     // Copies that may queue for a copy engine are served in the order they become ready, which
     // within an instant is the order its events run in; re-sharing once per instant moves
     // completion events within their instant, and so could change who waits. Such runs
@@ -1016,22 +1020,6 @@ void Engine::add_ops() {
     return;
   }
   if (track_) timing_.resize(end, OpTiming{});
-  // Nothing of a later batch can have been ready before it was added (see Builder::end_batch).
-  for (OpId op = from; op < end; ++op)
-    if (rec(op).pending == 0)
-      throw InternalError(
-          fmt::format("{} of a batch starting at op {} waits for nothing of the "
-                      "batch before; the generator ended that batch too early",
-                      describe(op), from));
-}
-
-bool Engine::queues_for_engines(OpId from, OpId to) const {
-  for (OpId op = from; op < to; ++op)
-    if (plan_.kind(op) == OpKind::copy &&
-        sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer) != CopyKind::host &&
-        topo_.node(plan_.rank_gpu[plan_.rank(op)]).copy_engines != 0)
-      return true;
-  return false;
 }
 
 bool Engine::completes_newest(const Event& e) const {
