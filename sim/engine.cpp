@@ -11,6 +11,7 @@
 
 #include "sim/event_queue.hpp"
 #include "sim/flow_model.hpp"
+#include "sim/record_window.hpp"
 #include "sim/tied_links.hpp"
 #include "topology/error.hpp"
 
@@ -104,11 +105,11 @@ class Engine {
   void setup();
   std::vector<double> capacities() const;  // by resource, as the topology states them
   void add_ops();
-  // Appends the records of ops [from, to) in one pass over the batch: links each op to its stream
-  // predecessor and dependencies and resolves its route (every route of a batch before it runs,
-  // so that an unreachable peer is reported before any time is spent simulating it). `later`: a
-  // batch after the first, none of whose ops may be ready yet. Returns whether some copy runs on
-  // a GPU with a limited number of copy engines.
+  // Adds the records of ops [from, to) in two passes over the batch: fills each op's record, then
+  // links it to its stream predecessor and dependencies and resolves its route (every route of a
+  // batch before it runs, so that an unreachable peer is reported before any time is spent
+  // simulating it). `later`: a batch after the first, none of whose ops may be ready yet. Returns
+  // whether some copy runs on a GPU with a limited number of copy engines.
   bool link(OpId from, OpId to, bool later);
   void add_successor(OpId op, OpId succ);
   void advance();
@@ -127,7 +128,7 @@ class Engine {
       op = flow_index_[id];
     return op >= ops_base_ && op < registered_ ? op : kNoOp;
   }
-  void prefetch_op(OpId op) const { collsim::prefetch(&ops_[op - ops_base_]); }
+  void prefetch_op(OpId op) const { collsim::prefetch(&ops_[op]); }
   NodeId endpoint(RankId rank, sched::BufferId buffer) const;
   std::uint32_t lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op);
   std::uint32_t resolve(OpId op);  // sends, d2h and h2d copies
@@ -206,7 +207,7 @@ class Engine {
     return static_cast<double>(b != kWideBytes ? Bytes{b} : plan_.bytes(op));
   }
   // Records of ops [ops_base_, registered_): a streamed run forgets the finished ones below.
-  HugeVector<OpRecord> ops_;
+  RecordWindow<OpRecord> ops_;
   OpId ops_base_ = 0;
   OpId registered_ = 0;   // one past the last op added
   OpId batch_begin_ = 0;  // first op of the newest batch
@@ -215,8 +216,8 @@ class Engine {
   bool started_ = false;
   std::optional<Event> held_;  // popped, and waiting for the next batch to exist
   StopReason stop_ = StopReason::finished;
-  OpRecord& rec(OpId op) { return ops_[op - ops_base_]; }
-  const OpRecord& rec(OpId op) const { return ops_[op - ops_base_]; }
+  OpRecord& rec(OpId op) { return ops_[op]; }
+  const OpRecord& rec(OpId op) const { return ops_[op]; }
   OpState state(OpId op) const {
     return op < ops_base_ ? OpState::done : static_cast<OpState>(rec(op).route_state & 3u);
   }
@@ -465,48 +466,49 @@ void Engine::add_successor(OpId op, OpId succ) {
 }
 
 bool Engine::link(OpId from, OpId to, bool later) {
-  // Stream order (the previous op on the same rank and stream) and dependencies, each counted
-  // only while the op waited for is not done; successors are added in increasing op order, the
-  // order complete() readies them in, hence the order of the run.
-  // Records are appended as they are filled: one pass of stores over new memory, not two.
-  const std::size_t need = to - ops_base_;
-  if (ops_.capacity() < need) ops_.reserve(std::max(need, 2 * ops_.capacity()));
+  // Every record of the batch first: a dependency may name a later op of it.
+  ops_.reserve(to);
   bool queues = false;
   for (OpId op = from; op < to; ++op) {
-    OpRecord& r = ops_.emplace_back();
+    OpRecord& r = ops_.emplace(op);
     r.rank = plan_.rank(op);
     r.kind = plan_.kind(op);
     r.partner = plan_.partner(op);
     const Bytes bytes = plan_.bytes(op);
     r.bytes = bytes < kWideBytes ? static_cast<std::uint32_t>(bytes) : kWideBytes;
-    if (r.kind == OpKind::copy)
+    if (r.kind == OpKind::copy) {
       r.copy = sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer);
+      queues |= r.copy != CopyKind::host && topo_.node(plan_.rank_gpu[r.rank]).copy_engines != 0;
+    }
+  }
+  // Stream order (the previous op on the same rank and stream) and dependencies, each counted
+  // only while the op waited for is not done; successors are added in increasing op order, the
+  // order complete() readies them in, hence the order of the run.
+  for (OpId op = from; op < to; ++op) {
+    OpRecord& r = rec(op);
     std::vector<OpId>& lasts = last_on_stream_[r.rank];
     const auto stream = plan_.stream(op);
     if (stream >= lasts.size()) lasts.resize(stream + 1u, kNoOp);
     const OpId prev = lasts[stream];
     if (prev != kNoOp && state(prev) != OpState::done) {
       rec(prev).stream_next = op;
-      ++rec(op).pending;
+      ++r.pending;
     }
     lasts[stream] = op;
     for (OpId d : plan_.deps(op))
       if (state(d) != OpState::done) {
-        ++rec(op).pending;
+        ++r.pending;
         add_successor(d, op);
       }
     // Nothing of a later batch can have been ready before it was added (Builder::end_batch).
-    if (later && rec(op).pending == 0)
+    if (later && r.pending == 0)
       throw InternalError(
           fmt::format("{} of a batch starting at op {} waits for nothing of the "
                       "batch before; the generator ended that batch too early",
                       describe(op), from));
-    const OpRecord& q = rec(op);
-    if (q.kind == OpKind::send ||
-        (q.kind == OpKind::copy && (q.copy == CopyKind::d2h || q.copy == CopyKind::h2d)))
-      rec(op).route_state |= resolve(op) << 2;
-    queues |= q.kind == OpKind::copy && q.copy != CopyKind::host &&
-              topo_.node(plan_.rank_gpu[q.rank]).copy_engines != 0;
+    if (r.kind == OpKind::send ||
+        (r.kind == OpKind::copy && (r.copy == CopyKind::d2h || r.copy == CopyKind::h2d)))
+      r.route_state |= resolve(op) << 2;
   }
   return queues;
 }
@@ -1150,11 +1152,11 @@ void Engine::prefetch_ahead() const {
 
 void Engine::forget_finished() {
   while (unfinished_ < registered_ && state(unfinished_) == OpState::done) ++unfinished_;
-  // Amortised: the records and ops kept move down once the finished prefix is half of them.
-  const OpId finished = unfinished_ - ops_base_;
-  if (finished < 4096 || finished < ops_.size() / 2) return;
-  ops_.erase(ops_.begin(), ops_.begin() + finished);
   ops_base_ = unfinished_;
+  ops_.release_below(ops_base_);
+  // Amortised: the plan's columns move down once its finished prefix is half of what it keeps.
+  const OpId finished = unfinished_ - plan_.first_op();
+  if (finished < 4096 || finished < (registered_ - plan_.first_op()) / 2) return;
   growing_->drop_before(unfinished_);
 }
 

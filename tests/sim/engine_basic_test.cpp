@@ -115,6 +115,31 @@ TEST_CASE("stream order holds even when a later op's dependencies are ready firs
   CHECK(r.time == 1.5);
 }
 
+TEST_CASE("a dependency may name a later op", "[sim]") {
+  // docs/plan-format.md allows forward references. Op 0 waits for op 3 alone (a successor kept in
+  // op 3's record); ops 1 and 2 wait for op 4, which so has two successors (a group). Each waiter
+  // is on a stream of its own.
+  TwoGpus t(1e9, 0);
+  topo::Router router(t.topology);
+  auto plan = t.plan();
+  const auto a = plan.add(timed_op(OpKind::compute, 0, 0.5, 0), {3});
+  const auto b = plan.add(timed_op(OpKind::compute, 0, 0.25, 1), {4});
+  const auto c = plan.add(timed_op(OpKind::compute, 1, 0.125, 0), {4});
+  const auto d = plan.add(timed_op(OpKind::delay, 0, 0.1, 2));
+  const auto e = plan.add(timed_op(OpKind::delay, 1, 0.2, 1));
+  sim::Options o;
+  o.record_ops = true;
+  const auto r = sim::simulate(router, plan, o);
+  CHECK(r.ops[d].end == 0.1);
+  CHECK(r.ops[a].start == 0.1);
+  CHECK(r.ops[a].end == 0.6);
+  CHECK(r.ops[e].end == 0.2);
+  CHECK(r.ops[b].start == 0.2);
+  CHECK(r.ops[c].start == 0.2);
+  CHECK(r.ops[c].end == 0.2 + 0.125);
+  CHECK(r.time == 0.6);
+}
+
 TEST_CASE("ops on different streams of one rank overlap", "[sim]") {
   TwoGpus t(1e9, 0);
   topo::Router router(t.topology);
