@@ -100,17 +100,19 @@ class Engine {
  private:
   std::string describe(OpId op) const;
   void validate_ranks() const;
-  void validate_ops(OpId from, OpId to) const;
+  // Validates ops [from, to) and adds their records, filled with what running them reads of the
+  // plan: validation reads those columns anyway, so one pass does both. Returns whether some
+  // copy runs on a GPU with a limited number of copy engines.
+  bool add_records(OpId from, OpId to);
   void validate_options() const;
   void setup();
   std::vector<double> capacities() const;  // by resource, as the topology states them
   void add_ops();
-  // Adds the records of ops [from, to) in two passes over the batch: fills each op's record, then
-  // links it to its stream predecessor and dependencies and resolves its route (every route of a
-  // batch before it runs, so that an unreachable peer is reported before any time is spent
-  // simulating it). `later`: a batch after the first, none of whose ops may be ready yet. Returns
-  // whether some copy runs on a GPU with a limited number of copy engines.
-  bool link(OpId from, OpId to, bool later);
+  // Links ops [from, to), their records added (after all of them: a dependency may name a later
+  // op), to their stream predecessors and dependencies, and resolves their routes (every route of
+  // a batch before it runs, so that an unreachable peer is reported before any time is spent
+  // simulating it). `later`: a batch after the first, none of whose ops may be ready yet.
+  void link(OpId from, OpId to, bool later);
   void add_successor(OpId op, OpId succ);
   void advance();
   bool completes_newest(const Event& e) const;
@@ -326,18 +328,26 @@ void Engine::validate_ranks() const {
   sink.throw_if_any();
 }
 
-void Engine::validate_ops(OpId from, OpId n) const {
+bool Engine::add_records(OpId from, OpId n) {
   DiagnosticSink sink(options_.plan_file);
   const RankId p = plan_.num_ranks();
   std::size_t errors = 0;
   auto error = [&](OpId op, const std::string& message) {
     if (++errors <= 20) sink.error(fmt::format("/ops/{}", op), describe(op) + ": " + message);
   };
+  ops_.reserve(n);
+  bool queues = false;
   for (OpId op = from; op < n; ++op) {
-    if (plan_.rank(op) >= p) {
+    OpRecord& r = ops_.emplace(op);
+    r.rank = plan_.rank(op);
+    r.kind = plan_.kind(op);
+    r.partner = plan_.partner(op);
+    const Bytes bytes = plan_.bytes(op);
+    r.bytes = bytes < kWideBytes ? static_cast<std::uint32_t>(bytes) : kWideBytes;
+    if (r.rank >= p) {
       sink.error(fmt::format("/ops/{}", op),
                  fmt::format("op {} belongs to rank {}, but the plan has {} ranks (0..{})", op,
-                             plan_.rank(op), p, p == 0 ? 0 : p - 1));
+                             r.rank, p, p == 0 ? 0 : p - 1));
       ++errors;
       continue;
     }
@@ -345,14 +355,14 @@ void Engine::validate_ops(OpId from, OpId n) const {
       if (d >= n)
         error(op,
               fmt::format("depends on op {}, which does not exist (the plan has {} ops)", d, n));
-    const OpKind k = plan_.kind(op);
-    if (plan_.bytes(op) > kMaxSize)
-      error(op, fmt::format("moves {} bytes, more than the limit of {}", plan_.bytes(op),
-                            format_size(kMaxSize)));
-    const NodeId gpu = plan_.rank_gpu[plan_.rank(op)];
+    const OpKind k = r.kind;
+    if (bytes > kMaxSize)
+      error(op,
+            fmt::format("moves {} bytes, more than the limit of {}", bytes, format_size(kMaxSize)));
+    const NodeId gpu = plan_.rank_gpu[r.rank];
     auto host_missing = [&] { return topo_.host_cpu(gpu) == topo::kNoNode; };
     if (k == OpKind::send || k == OpKind::recv) {
-      const OpId q = plan_.partner(op);
+      const OpId q = r.partner;
       const char* other = k == OpKind::send ? "recv" : "send";
       if (q == kNoOp || q >= n) {
         error(op,
@@ -373,13 +383,13 @@ void Engine::validate_ops(OpId from, OpId n) const {
         error(op, fmt::format("is matched with {}, which is not a {}", describe(q), other));
         continue;
       }
-      if (plan_.peer(op) != plan_.rank(q) || plan_.peer(q) != plan_.rank(op))
+      if (plan_.peer(op) != plan_.rank(q) || plan_.peer(q) != r.rank)
         error(op,
               fmt::format("is matched with {}, but their ranks and peers disagree", describe(q)));
-      if (plan_.bytes(op) != plan_.bytes(q))
+      if (bytes != plan_.bytes(q))
         error(op, fmt::format("moves {} bytes but its matched {} moves {} bytes; both ends of a "
                               "transfer must agree",
-                              plan_.bytes(op), describe(q), plan_.bytes(q)));
+                              bytes, describe(q), plan_.bytes(q)));
       const auto buffer = k == OpKind::send ? plan_.src(op).buffer : plan_.dst(op).buffer;
       if (sched::memory_of(buffer) == Memory::host && host_missing())
         error(op, fmt::format("uses host memory, but GPU '{}' reaches no CPU; connect a CPU to it "
@@ -387,6 +397,8 @@ void Engine::validate_ops(OpId from, OpId n) const {
                               topo_.node(gpu).name));
     } else if (k == OpKind::copy) {
       const auto ck = sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer);
+      r.copy = ck;
+      queues |= ck != CopyKind::host && topo_.node(gpu).copy_engines != 0;
       if (ck != CopyKind::d2d && host_missing())
         error(op, fmt::format("uses host memory, but GPU '{}' reaches no CPU; connect a CPU to it "
                               "or use a device buffer",
@@ -400,6 +412,7 @@ void Engine::validate_ops(OpId from, OpId n) const {
   }
   if (errors > 20) sink.error("/ops", fmt::format("{} more problems not shown", errors - 20));
   sink.throw_if_any();
+  return queues;
 }
 
 void Engine::validate_options() const {
@@ -465,22 +478,7 @@ void Engine::add_successor(OpId op, OpId succ) {
   groups_[slot & ~kMany].push_back(succ);
 }
 
-bool Engine::link(OpId from, OpId to, bool later) {
-  // Every record of the batch first: a dependency may name a later op of it.
-  ops_.reserve(to);
-  bool queues = false;
-  for (OpId op = from; op < to; ++op) {
-    OpRecord& r = ops_.emplace(op);
-    r.rank = plan_.rank(op);
-    r.kind = plan_.kind(op);
-    r.partner = plan_.partner(op);
-    const Bytes bytes = plan_.bytes(op);
-    r.bytes = bytes < kWideBytes ? static_cast<std::uint32_t>(bytes) : kWideBytes;
-    if (r.kind == OpKind::copy) {
-      r.copy = sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer);
-      queues |= r.copy != CopyKind::host && topo_.node(plan_.rank_gpu[r.rank]).copy_engines != 0;
-    }
-  }
+void Engine::link(OpId from, OpId to, bool later) {
   // Stream order (the previous op on the same rank and stream) and dependencies, each counted
   // only while the op waited for is not done; successors are added in increasing op order, the
   // order complete() readies them in, hence the order of the run.
@@ -510,7 +508,6 @@ bool Engine::link(OpId from, OpId to, bool later) {
         (r.kind == OpKind::copy && (r.copy == CopyKind::d2h || r.copy == CopyKind::h2d)))
       r.route_state |= resolve(op) << 2;
   }
-  return queues;
 }
 
 NodeId Engine::endpoint(RankId rank, sched::BufferId buffer) const {
@@ -520,7 +517,7 @@ NodeId Engine::endpoint(RankId rank, sched::BufferId buffer) const {
 
 std::uint32_t Engine::lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op) {
   const RouteKey key{from, to, flow_key};
-  RouteCacheEntry& cached = route_cache_[plan_.rank(op)];
+  RouteCacheEntry& cached = route_cache_[rec(op).rank];
   if (cached.key == key) return cached.index;
   auto it = routes_.find(key);
   if (it == routes_.end()) {
@@ -579,18 +576,17 @@ void Engine::share_routes() {
 }
 
 std::uint32_t Engine::resolve(OpId op) {
-  const RankId r = plan_.rank(op);
-  if (plan_.kind(op) == OpKind::send) {
-    const OpId q = plan_.partner(op);
-    const RankId peer = plan_.rank(q);
+  const RankId r = rec(op).rank;
+  if (rec(op).kind == OpKind::send) {
+    const OpId q = rec(op).partner;
+    const RankId peer = rec(q).rank;
     // ECMP, when the router does it, keeps one path per (sender, receiver) pair.
     const std::uint64_t flow_key = std::uint64_t{r} << 32 | peer;
     return lookup(endpoint(r, plan_.src(op).buffer), endpoint(peer, plan_.dst(q).buffer), flow_key,
                   op);
   }
   const NodeId gpu = plan_.rank_gpu[r];
-  if (sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer) == CopyKind::d2h)
-    return lookup(gpu, topo_.host_cpu(gpu), 0, op);
+  if (rec(op).copy == CopyKind::d2h) return lookup(gpu, topo_.host_cpu(gpu), 0, op);
   return lookup(topo_.host_cpu(gpu), gpu, 0, op);
 }
 
@@ -979,9 +975,10 @@ void Engine::setup() {
 void Engine::add_ops() {
   const auto end = static_cast<OpId>(plan_.num_ops());
   const OpId from = registered_;
+  bool queues = false;
   if (!started_) {
     validate_ranks();
-    validate_ops(from, end);
+    queues = add_records(from, end);
     validate_options();
     route_cache_.assign(plan_.num_ranks(), RouteCacheEntry{});
     last_on_stream_.assign(plan_.num_ranks(), {});
@@ -992,9 +989,9 @@ void Engine::add_ops() {
       for (const auto& trace : options_.capacity) tied_.pin(map_.link(trace.link));
     }
   } else {
-    validate_ops(from, end);
+    queues = add_records(from, end);
   }
-  const bool queues = link(from, end, started_);
+  link(from, end, started_);
   registered_ = end;
   // An empty batch changes nothing: the newest ops are still those of the batch before.
   if (from != end) batch_begin_ = from;
@@ -1116,22 +1113,23 @@ void Engine::advance() {
 
 void Engine::prefetch_ahead() const {
   // Each stage reads only what an earlier stage prefetched, so that none of them waits.
+  const EventQueue::Lookahead next = queue_.lookahead(8);
   std::uint32_t id;
   EventKind kind;
   const auto flow_event = [&] {
     return (kind == EventKind::flow_done || kind == EventKind::latency_done) &&
            id < flow_index_.size();
   };
-  if (queue_.peek(8, id, kind) && flow_event()) {
+  if (next.at(8, id, kind) && flow_event()) {
     flows_.prefetch_flow(id);
     collsim::prefetch(&flow_index_[id]);
     collsim::prefetch(&flow_owner_[id]);
   }
-  if (queue_.peek(5, id, kind)) {
+  if (next.at(5, id, kind)) {
     if (flow_event()) flows_.prefetch_uses(id);
     if (const OpId op = op_of(id, kind); op != kNoOp) prefetch_op(op);
   }
-  if (queue_.peek(2, id, kind)) {
+  if (next.at(2, id, kind)) {
     if (flow_event()) flows_.prefetch_resources(id);
     if (const OpId op = op_of(id, kind); op != kNoOp) {
       const OpRecord& r = rec(op);
@@ -1140,7 +1138,7 @@ void Engine::prefetch_ahead() const {
       if (r.partner != kNoOp && r.partner >= ops_base_) prefetch_op(r.partner);
     }
   }
-  if (queue_.peek(0, id, kind)) {
+  if (next.at(0, id, kind)) {
     if (const OpId op = op_of(id, kind); op != kNoOp)
       if (const OpId q = rec(op).partner; q != kNoOp && q >= ops_base_) {
         const OpRecord& r = rec(q);

@@ -46,6 +46,12 @@ struct Event {
 };
 
 class EventQueue {
+  struct Item {
+    std::uint64_t seq_kind;
+    std::uint32_t id;
+    std::uint32_t version;
+  };
+
  public:
   bool empty() const { return size_ == 0; }
   std::size_t size() const { return size_; }
@@ -96,27 +102,51 @@ class EventQueue {
     return std::bit_cast<double>(buckets_[heap_.front().bucket].time_bits);
   }
 
-  // The id and kind of the event `ahead` places after the earliest, as the queue stands (a later
-  // push may still come before it); false when the earliest bucket and the one after it hold
-  // fewer. Only a hint, for prefetching what that event will touch.
-  bool peek(std::size_t ahead, std::uint32_t& id, EventKind& kind) const {
-    if (heap_.empty()) return false;
-    const Bucket* bucket = &buckets_[heap_.front().bucket];
-    std::size_t i = bucket->head + ahead;
-    if (i >= bucket->items.size()) {
-      i -= bucket->items.size();
-      const std::size_t n = heap_.size() < 5 ? heap_.size() : 5;
-      if (n < 2) return false;
-      std::size_t best = 1;
-      for (std::size_t c = 2; c < n; ++c)
-        if (heap_[c].before(heap_[best])) best = c;
-      bucket = &buckets_[heap_[best].bucket];
-      i += bucket->head;
-      if (i >= bucket->items.size()) return false;
+  // The events queued next, as the queue stands (a later push may still come before some of
+  // them): the rest of the earliest bucket, then the bucket after it. Only a hint, for
+  // prefetching what those events will touch.
+  class Lookahead {
+   public:
+    // The id and kind of the event `ahead` places after the earliest; false when the two
+    // buckets hold fewer.
+    bool at(std::size_t ahead, std::uint32_t& id, EventKind& kind) const {
+      const Item* item;
+      if (ahead < first_n_) {
+        item = first_ + ahead;
+      } else if (ahead - first_n_ < second_n_) {
+        item = second_ + (ahead - first_n_);
+      } else {
+        return false;
+      }
+      id = item->id;
+      kind = static_cast<EventKind>(item->seq_kind & 0xff);
+      return true;
     }
-    id = bucket->items[i].id;
-    kind = static_cast<EventKind>(bucket->items[i].seq_kind & 0xff);
-    return true;
+
+   private:
+    friend class EventQueue;
+    const Item* first_ = nullptr;
+    const Item* second_ = nullptr;
+    std::size_t first_n_ = 0;
+    std::size_t second_n_ = 0;
+  };
+  // `reach`: the bucket after the earliest is looked up only when the earliest holds no more
+  // than that many events.
+  Lookahead lookahead(std::size_t reach) const {
+    Lookahead l;
+    if (heap_.empty()) return l;
+    const Bucket& first = buckets_[heap_.front().bucket];
+    l.first_ = first.items.data() + first.head;
+    l.first_n_ = first.items.size() - first.head;
+    if (l.first_n_ > reach || heap_.size() < 2) return l;
+    const std::size_t n = heap_.size() < 5 ? heap_.size() : 5;
+    std::size_t best = 1;
+    for (std::size_t c = 2; c < n; ++c)
+      if (heap_[c].before(heap_[best])) best = c;
+    const Bucket& second = buckets_[heap_[best].bucket];
+    l.second_ = second.items.data() + second.head;
+    l.second_n_ = second.items.size() - second.head;
+    return l;
   }
 
   // The earliest event; the queue must not be empty.
@@ -138,11 +168,6 @@ class EventQueue {
 
  private:
   static constexpr std::uint32_t kNone = ~std::uint32_t{0};
-  struct Item {
-    std::uint64_t seq_kind;
-    std::uint32_t id;
-    std::uint32_t version;
-  };
   struct Bucket {
     std::uint64_t time_bits = 0;
     std::vector<Item> items;

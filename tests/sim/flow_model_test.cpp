@@ -72,12 +72,13 @@ TEST_CASE(
       reference.erase(reference.begin());
     }
     REQUIRE(q.size() == reference.size());
-    // A peek, when it answers, names the event that many places on, as the queue stands.
+    // A lookahead, when it answers, names the event that many places on, as the queue stands.
     auto it = reference.begin();
+    const EventQueue::Lookahead coming = q.lookahead(8);
     for (std::size_t ahead = 0; ahead < 12 && it != reference.end(); ++ahead, ++it) {
       std::uint32_t id = 0;
       EventKind kind = EventKind::release;
-      if (!q.peek(ahead, id, kind)) {
+      if (!coming.at(ahead, id, kind)) {
         REQUIRE(ahead > 0);
         continue;
       }
