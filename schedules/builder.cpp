@@ -57,7 +57,11 @@ Builder::Builder(const topo::Router& router, Plan& plan, std::size_t element)
       plan_(plan),
       element_(element),
       scratch_used_(plan.num_ranks(), 0),
-      host_used_(plan.num_ranks(), 0) {}
+      host_used_(plan.num_ranks(), 0) {
+  rank_server_.reserve(plan.num_ranks());
+  for (const topo::NodeId gpu : plan.rank_gpu)
+    rank_server_.push_back(router.topology().node(gpu).server);
+}
 
 Region Builder::fresh_scratch(RankId rank, Bytes bytes) {
   Region r{BufferId::scratch, scratch_used_[rank]};
@@ -72,13 +76,13 @@ Region Builder::fresh_host(RankId rank, Bytes bytes) {
 }
 
 bool Builder::staged(RankId from, RankId to) const {
-  const topo::Topology& t = router_.topology();
-  const topo::Node& a = t.node(plan_.rank_gpu[from]);
-  const topo::Node& b = t.node(plan_.rank_gpu[to]);
-  if (a.server == topo::kNone || b.server == topo::kNone) return false;
-  const topo::Server& sa = t.servers()[static_cast<std::size_t>(a.server)];
-  const topo::Server& sb = t.servers()[static_cast<std::size_t>(b.server)];
-  if (a.server == b.server) return !sa.p2p;
+  const std::int32_t a = rank_server_[from];
+  const std::int32_t b = rank_server_[to];
+  if (a == topo::kNone || b == topo::kNone) return false;
+  const auto& servers = router_.topology().servers();
+  const topo::Server& sa = servers[static_cast<std::size_t>(a)];
+  const topo::Server& sb = servers[static_cast<std::size_t>(b)];
+  if (a == b) return !sa.p2p;
   return !(sa.gpudirect_rdma && sb.gpudirect_rdma);
 }
 

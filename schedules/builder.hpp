@@ -86,6 +86,9 @@ class Builder {
   std::size_t element_;
   std::vector<Bytes> scratch_used_;
   std::vector<Bytes> host_used_;
+  // Each rank's server (topo::kNone outside one): staged() asks for every transfer, and reading
+  // it from the topology's large node records missed the cache each time.
+  std::vector<std::int32_t> rank_server_;
   std::function<void()> batch_hook_;
 };
 

@@ -483,6 +483,13 @@ void Engine::link(OpId from, OpId to, bool later) {
   // only while the op waited for is not done; successors are added in increasing op order, the
   // order complete() readies them in, hence the order of the run.
   for (OpId op = from; op < to; ++op) {
+    // The stream predecessor of an op a few places on is usually an op of an earlier batch, far
+    // back in the records: fetch it now.
+    if (const OpId ahead = op + 16; ahead < to) {
+      const std::vector<OpId>& l = last_on_stream_[rec(ahead).rank];
+      const auto s = plan_.stream(ahead);
+      if (s < l.size() && l[s] != kNoOp && l[s] >= ops_base_) prefetch_op(l[s]);
+    }
     OpRecord& r = rec(op);
     std::vector<OpId>& lasts = last_on_stream_[r.rank];
     const auto stream = plan_.stream(op);
