@@ -2,8 +2,8 @@
 // window that slides far costs only the chunks it spans at once.
 #include "sim/record_window.hpp"
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdint>
 
 using collsim::sim::RecordWindow;
@@ -13,7 +13,9 @@ struct Record {
   std::uint32_t id = 0;
   std::uint32_t check = 0;
 };
-std::uint32_t mix(std::uint32_t id) { return id * 2654435761u ^ 0x5bd1e995u; }
+std::uint32_t mix(std::uint32_t id) {
+  return id * 2654435761u ^ 0x5bd1e995u;
+}
 }  // namespace
 
 TEST_CASE("a sliding window keeps its records and reuses released chunks", "[sim][window]") {
