@@ -45,11 +45,12 @@ class RecordWindow {
   void reserve(std::uint64_t end) {
     const std::size_t chunks = static_cast<std::size_t>((end + kChunk - 1) >> kShift);
     if (chunks > table_.size()) table_.resize(chunks, nullptr);
-    if (end > 0 && table_[0] != nullptr && first_capacity_ < std::min(end, kChunk)) grow_first(end);
-    for (std::size_t c = 0; c < chunks; ++c) {
-      if (table_[c] != nullptr || c < released_) continue;
+    // Released chunks are never reserved again: start past them.
+    for (std::size_t c = released_; c < chunks; ++c) {
       if (c == 0) {
-        grow_first(end);
+        grow_first(end);  // grows only when short
+      } else if (table_[c] != nullptr) {
+        continue;
       } else if (!free_.empty()) {
         table_[c] = free_.back();
         free_.pop_back();
