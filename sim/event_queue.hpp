@@ -139,11 +139,7 @@ class EventQueue {
     l.first_ = first.items.data() + first.head;
     l.first_n_ = first.items.size() - first.head;
     if (l.first_n_ > reach || heap_.size() < 2) return l;
-    const std::size_t n = heap_.size() < 5 ? heap_.size() : 5;
-    std::size_t best = 1;
-    for (std::size_t c = 2; c < n; ++c)
-      if (heap_[c].before(heap_[best])) best = c;
-    const Bucket& second = buckets_[heap_[best].bucket];
+    const Bucket& second = buckets_[heap_[least_child(0, heap_.size())].bucket];
     l.second_ = second.items.data() + second.head;
     l.second_n_ = second.items.size() - second.head;
     return l;
@@ -205,6 +201,16 @@ class EventQueue {
     return b;
   }
 
+  // The least of the children of heap_[i] (which has at least one) among the first n keys.
+  std::size_t least_child(std::size_t i, std::size_t n) const {
+    const std::size_t first = 4 * i + 1;
+    const std::size_t end = first + 4 < n ? first + 4 : n;
+    std::size_t best = first;
+    for (std::size_t c = first + 1; c < end; ++c)
+      if (heap_[c].before(heap_[best])) best = c;
+    return best;
+  }
+
   void pop_heap() {
     const Key last = heap_.back();
     heap_.pop_back();
@@ -212,12 +218,8 @@ class EventQueue {
     if (n == 0) return;
     std::size_t i = 0;
     for (;;) {
-      const std::size_t first = 4 * i + 1;
-      if (first >= n) break;
-      std::size_t best = first;
-      const std::size_t end = first + 4 < n ? first + 4 : n;
-      for (std::size_t c = first + 1; c < end; ++c)
-        if (heap_[c].before(heap_[best])) best = c;
+      if (4 * i + 1 >= n) break;
+      const std::size_t best = least_child(i, n);
       if (!heap_[best].before(last)) break;
       heap_[i] = heap_[best];
       i = best;
