@@ -235,7 +235,8 @@ class Engine {
   static constexpr std::uint32_t kMany = 1u << 31;
   std::vector<std::vector<OpId>> groups_;
   std::vector<std::uint32_t> free_groups_;
-  // The last op added on each (rank, stream): the stream predecessor of the next.
+  // The last op added on each (rank, stream) while it is unfinished (kNoOp once done): the
+  // stream predecessor the next op on that stream waits for.
   std::vector<std::vector<OpId>> last_on_stream_;
   // Sends, d2h and h2d copies keep the index of their route (into flat_routes_) in their record,
   // resolved before the run: finding it again in the hot loop would read the other end of the
@@ -494,8 +495,10 @@ void Engine::link(OpId from, OpId to, bool later) {
     std::vector<OpId>& lasts = last_on_stream_[r.rank];
     const auto stream = plan_.stream(op);
     if (stream >= lasts.size()) lasts.resize(stream + 1u, kNoOp);
+    // A stream's last op leaves this table when it completes (complete()), so an op found here
+    // is unfinished without reading its record, a cache miss far back in the window.
     const OpId prev = lasts[stream];
-    if (prev != kNoOp && state(prev) != OpState::done) {
+    if (prev != kNoOp) {
       rec(prev).stream_next = op;
       ++r.pending;
     }
@@ -766,7 +769,12 @@ void Engine::complete(OpId op) {
     if (observer_) observer_->on_op_end(op, now_);
   }
   const OpId next = rec(op).stream_next;
-  if (next != kNoOp) release(op, next);
+  if (next != kNoOp) {
+    release(op, next);
+  } else {
+    // The last op of its stream so far: a later op on the stream will not wait for it.
+    last_on_stream_[rec(op).rank][plan_.stream(op)] = kNoOp;
+  }
   const std::uint32_t succ = rec(op).succ;
   if (succ == kNoOp) return;
   if (!(succ & kMany)) {
