@@ -137,7 +137,7 @@ OpId Plan::add(const Op& op, std::span<const OpId> deps) {
       break;
     case OpKind::reduce:
       a = pack(op.dst);
-      b = reduce_base_ + reduce_.size();
+      b = reduce_.end();
       reduce_.push_back({pack(op.src), pack(op.src2)});
       break;
     case OpKind::copy:
@@ -184,39 +184,39 @@ OpId Plan::add(const Op& op, std::span<const OpId> deps) {
 void Plan::match(OpId send, OpId recv) {
   // Only transfers carry a partner (the low half of their b word); a non-transfer end keeps no
   // record of the pairing, so the engine reports the transfer end as unmatched.
-  if (transfer(send)) b_[send - base_] = (b_[send - base_] & ~std::uint64_t{0xffffffff}) | recv;
-  if (transfer(recv)) b_[recv - base_] = (b_[recv - base_] & ~std::uint64_t{0xffffffff}) | send;
+  if (transfer(send)) b_[send] = (b_[send] & ~std::uint64_t{0xffffffff}) | recv;
+  if (transfer(recv)) b_[recv] = (b_[recv] & ~std::uint64_t{0xffffffff}) | send;
 }
 
 void Plan::drop_before(OpId id) {
   if (id <= base_) return;
   if (id > num_ops()) throw InternalError("Plan::drop_before past the last op");
-  const std::size_t cut = id - base_;
   std::uint64_t reduces = 0;
   std::uint32_t groups = 0;
-  for (std::size_t i = 0; i < cut; ++i) {
+  for (OpId i = base_; i < id; ++i) {
     reduces += kind_[i] == OpKind::reduce;
     groups += dep_[i] != kNoOp && (dep_[i] & kManyDeps) != 0;
   }
-  const auto erase_front = [](auto& v, std::size_t n) {
-    v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n));
-  };
-  erase_front(kind_, cut);
-  erase_front(rank_, cut);
-  erase_front(stream_, cut);
-  erase_front(bytes_, cut);
-  erase_front(a_, cut);
-  erase_front(b_, cut);
-  erase_front(dep_, cut);
-  erase_front(reduce_, reduces);
-  reduce_base_ += reduces;
+  kind_.drop_before(id);
+  rank_.drop_before(id);
+  stream_.drop_before(id);
+  bytes_.drop_before(id);
+  a_.drop_before(id);
+  b_.drop_before(id);
+  dep_.drop_before(id);
+  reduce_.drop_before(reduce_.front() + reduces);
   // dep_begin_ holds one entry per group plus the end of the last: the kept groups' edges start
-  // at the entry of the first kept group.
-  erase_front(dep_begin_, groups);
-  group_base_ += groups;
-  const std::uint32_t first_edge = dep_begin_.front();
-  erase_front(deps_, first_edge - deps_base_);
-  deps_base_ = first_edge;
+  // at the entry of the first kept group. Erasing only once the dropped part is at least half
+  // keeps the copies proportional to what is dropped.
+  groups_dropped_ += groups;
+  if (2 * std::size_t{groups_dropped_} >= dep_begin_.size()) {
+    dep_begin_.erase(dep_begin_.begin(), dep_begin_.begin() + groups_dropped_);
+    group_base_ += groups_dropped_;
+    groups_dropped_ = 0;
+    const std::uint32_t first_edge = dep_begin_.front();
+    deps_.erase(deps_.begin(), deps_.begin() + (first_edge - deps_base_));
+    deps_base_ = first_edge;
+  }
   const auto kept =
       std::lower_bound(wide_.begin(), wide_.end(), id,
                        [](const std::pair<OpId, Bytes>& w, OpId v) { return w.first < v; });
@@ -234,9 +234,9 @@ Bytes Plan::wide_bytes(OpId id) const {
 Region Plan::src(OpId id) const {
   switch (kind(id)) {
     case OpKind::send:
-      return unpack(a_[id - base_]);
+      return unpack(a_[id]);
     case OpKind::copy:
-      return unpack(b_[id - base_]);
+      return unpack(b_[id]);
     case OpKind::reduce:
       return unpack(reduce_operands(id)[0]);
     default:
@@ -250,8 +250,7 @@ Region Plan::src2(OpId id) const {
 
 Region Plan::dst(OpId id) const {
   const OpKind k = kind(id);
-  return k == OpKind::recv || k == OpKind::reduce || k == OpKind::copy ? unpack(a_[id - base_])
-                                                                       : Region{};
+  return k == OpKind::recv || k == OpKind::reduce || k == OpKind::copy ? unpack(a_[id]) : Region{};
 }
 
 Op Plan::op(OpId id) const {
@@ -270,7 +269,7 @@ Op Plan::op(OpId id) const {
 
 StreamId Plan::num_streams(RankId rank) const {
   StreamId n = 0;
-  for (std::size_t i = 0; i < kind_.size(); ++i)
+  for (std::uint64_t i = base_; i < num_ops(); ++i)
     if (rank_[i] == rank) n = std::max<StreamId>(n, static_cast<StreamId>(stream_[i] + 1));
   return n;
 }

@@ -31,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include "topology/huge_pages.hpp"
+#include "schedules/ring_column.hpp"
 #include "topology/topology.hpp"
 #include "topology/units.hpp"
 
@@ -118,35 +118,35 @@ class Plan {
   void reserve(std::size_t ops, std::size_t deps, std::size_t reduces = 0);
 
   // One past the last op id. Every id in [first_op(), num_ops()) can be read.
-  std::size_t num_ops() const { return base_ + kind_.size(); }
+  std::size_t num_ops() const { return kind_.end(); }
   std::size_t num_deps() const { return num_deps_; }
   OpId first_op() const { return base_; }  // 0 unless drop_before was called
   // Frees the ops below `id` (their ids stay taken). Ops kept may still name dropped ones as
   // dependencies or partners; reading a dropped op is an error of the caller.
   void drop_before(OpId id);
   Op op(OpId id) const;
-  OpKind kind(OpId id) const { return kind_[id - base_]; }
-  RankId rank(OpId id) const { return rank_[id - base_]; }
-  StreamId stream(OpId id) const { return stream_[id - base_]; }
+  OpKind kind(OpId id) const { return kind_[id]; }
+  RankId rank(OpId id) const { return rank_[id]; }
+  StreamId stream(OpId id) const { return stream_[id]; }
   Bytes bytes(OpId id) const {
-    const std::uint32_t b = bytes_[id - base_];
+    const std::uint32_t b = bytes_[id];
     return b != kWideBytes ? b : wide_bytes(id);
   }
   RankId peer(OpId id) const {  // send: destination rank; recv: source rank; else kNoRank
-    return transfer(id) ? static_cast<RankId>(b_[id - base_] >> 32) : kNoRank;
+    return transfer(id) ? static_cast<RankId>(b_[id] >> 32) : kNoRank;
   }
   OpId partner(OpId id) const {  // matched send/recv, or kNoOp
-    return transfer(id) ? static_cast<OpId>(b_[id - base_]) : kNoOp;
+    return transfer(id) ? static_cast<OpId>(b_[id]) : kNoOp;
   }
   double seconds(OpId id) const {  // compute and delay; 0 otherwise
     const OpKind k = kind(id);
-    return k == OpKind::compute || k == OpKind::delay ? std::bit_cast<double>(a_[id - base_]) : 0.0;
+    return k == OpKind::compute || k == OpKind::delay ? std::bit_cast<double>(a_[id]) : 0.0;
   }
   Region src(OpId id) const;
   Region src2(OpId id) const;
   Region dst(OpId id) const;
   std::span<const OpId> deps(OpId id) const {
-    const std::uint32_t& v = dep_[id - base_];
+    const std::uint32_t& v = dep_[id];
     if (v == kNoOp) return {};
     if (!(v & kManyDeps)) return {&v, 1};
     const std::size_t g = (v & ~kManyDeps) - group_base_;
@@ -164,9 +164,7 @@ class Plan {
     return k == OpKind::send || k == OpKind::recv;
   }
   Bytes wide_bytes(OpId id) const;
-  const std::array<std::uint64_t, 2>& reduce_operands(OpId id) const {
-    return reduce_[b_[id - base_] - reduce_base_];
-  }
+  const std::array<std::uint64_t, 2>& reduce_operands(OpId id) const { return reduce_[b_[id]]; }
 
   // Byte counts of 2^32 - 1 and more are rare (a few ops of a huge buffer on few ranks): they
   // sit in a side table so that every other op stores 4 bytes instead of 8.
@@ -180,27 +178,29 @@ class Plan {
   //   compute, delay: a = seconds (bit pattern)
   // Fields a kind does not use read back as the defaults of Op. A packed region has the buffer
   // in the top 8 bits and the offset below.
-  HugeVector<OpKind> kind_;
-  HugeVector<RankId> rank_;
-  HugeVector<StreamId> stream_;
-  HugeVector<std::uint32_t> bytes_;           // kWideBytes: see wide_
+  RingColumn<OpKind> kind_;
+  RingColumn<RankId> rank_;
+  RingColumn<StreamId> stream_;
+  RingColumn<std::uint32_t> bytes_;           // kWideBytes: see wide_
   std::vector<std::pair<OpId, Bytes>> wide_;  // by increasing OpId
-  HugeVector<std::uint64_t> a_, b_;
-  HugeVector<std::array<std::uint64_t, 2>> reduce_;  // src, src2 of each reduce
+  RingColumn<std::uint64_t> a_, b_;
+  RingColumn<std::array<std::uint64_t, 2>> reduce_;  // src, src2 of each reduce
   // Dependencies. Most ops have none or one, kept in dep_ itself: kNoOp for none, else the op it
   // waits for. An op with more (or one whose id has the top bit set) holds kManyDeps | g, and its
   // dependencies are deps_[dep_begin_[g], dep_begin_[g + 1]).
   static constexpr std::uint32_t kManyDeps = 1u << 31;
-  HugeVector<std::uint32_t> dep_;
+  RingColumn<std::uint32_t> dep_;
   std::vector<std::uint32_t> dep_begin_{0};  // by group
   HugeVector<OpId> deps_;
   std::size_t num_deps_ = 0;
-  // What drop_before freed: the first op, reduce, dependency group and dependency edge kept.
-  // Ids, reduce indices (in b_), group numbers (in dep_) and edge offsets (in dep_begin_) stay
-  // absolute, so nothing kept is rewritten.
+  // What drop_before freed: the first op kept (the columns above are rings indexed by op id, and
+  // reduce_ by reduce index, so they drop in place), and the dependency groups and edges, which
+  // are erased from the front once the dropped part is at least half of what they hold.
+  // Group numbers (in dep_) and edge offsets (in dep_begin_) stay absolute, so nothing kept is
+  // rewritten.
   OpId base_ = 0;
-  std::uint64_t reduce_base_ = 0;
-  std::uint32_t group_base_ = 0;
+  std::uint32_t group_base_ = 0;      // the group dep_begin_[0] is
+  std::uint32_t groups_dropped_ = 0;  // groups from group_base_ on that drop_before freed
   std::uint32_t deps_base_ = 0;
 };
 

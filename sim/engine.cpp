@@ -1167,9 +1167,7 @@ void Engine::forget_finished() {
   while (unfinished_ < registered_ && state(unfinished_) == OpState::done) ++unfinished_;
   ops_base_ = unfinished_;
   ops_.release_below(ops_base_);
-  // Amortised: the plan's columns move down once its finished prefix is half of what it keeps.
-  const OpId finished = unfinished_ - plan_.first_op();
-  if (finished < 4096 || finished < (registered_ - plan_.first_op()) / 2) return;
+  // The plan's columns drop in place (sched::RingColumn): the plan holds no more than the window.
   growing_->drop_before(unfinished_);
 }
 

@@ -98,7 +98,11 @@ TEST_CASE("the streamed estimate bounds the window a streamed hier allreduce hol
     INFO("k = " << k << ": " << plan.num_ops() << " ops, " << held << " held, estimate "
                 << held_estimate << " of " << whole.ops);
     CHECK(held_estimate >= static_cast<double>(held));
-    CHECK(held_estimate <= 4 * static_cast<double>(held));
+    // Not wildly above either. The plan drops its finished ops at every batch (its columns are
+    // rings), so what it holds is the unfinished window, about half of what it held when it
+    // dropped only once the finished part was half; the estimate's fifth of the plan covers
+    // fabrics where upstream ranks run ahead, which this uniform one does not have.
+    CHECK(held_estimate <= 8 * static_cast<double>(held));
     CHECK(streamed.bytes < whole.bytes);
     CHECK(streamed.events == whole.events);
   }

@@ -1,0 +1,97 @@
+#pragma once
+// One column of the plan: values for a window of consecutive indices [front(), end()) that
+// grows at the end and is dropped from the front, as a streamed run's plan is.
+//
+// The values sit in a ring of 2^n slots, index i in slot i & (2^n - 1), so dropping the front
+// moves nothing and the ring only grows while the window does. (A vector erased at the front
+// copied the whole kept window at every drop, and a window that must stay under half its
+// capacity between drops needs twice the memory, all of it touched for the first time once:
+// on the virtual machines this is measured on, first touches cost more than the copies.)
+// Large rings sit on huge pages (topology/huge_pages.hpp).
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#include "topology/huge_pages.hpp"
+
+namespace collsim::sched {
+
+template <typename T>
+class RingColumn {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+
+ public:
+  RingColumn() = default;
+  RingColumn(const RingColumn& o) : front_(o.front_), end_(o.end_) {
+    if (o.capacity_ == 0) return;
+    data_ = allocate(o.capacity_);
+    capacity_ = o.capacity_;
+    std::memcpy(static_cast<void*>(data_), o.data_, capacity_ * sizeof(T));
+  }
+  RingColumn(RingColumn&& o) noexcept { swap(o); }
+  RingColumn& operator=(RingColumn o) noexcept {
+    swap(o);
+    return *this;
+  }
+  ~RingColumn() {
+    if (data_ != nullptr) huge_pages::deallocate(data_, capacity_ * sizeof(T), alignof(T));
+  }
+
+  // Index i must be in [front(), end()).
+  T& operator[](std::uint64_t i) { return data_[i & (capacity_ - 1)]; }
+  const T& operator[](std::uint64_t i) const { return data_[i & (capacity_ - 1)]; }
+
+  std::uint64_t front() const { return front_; }
+  std::uint64_t end() const { return end_; }
+  std::uint64_t size() const { return end_ - front_; }
+
+  void push_back(const T& v) {
+    if (size() == capacity_) grow(capacity_ == 0 ? 16 : 2 * capacity_);
+    data_[end_++ & (capacity_ - 1)] = v;
+  }
+
+  // Room for a window of `n` values without growing.
+  void reserve(std::uint64_t n) {
+    if (n > capacity_) grow(std::bit_ceil(n));
+  }
+
+  // Forgets the values below index `i`, which must be in [front(), end()].
+  void drop_before(std::uint64_t i) { front_ = i; }
+
+ private:
+  static T* allocate(std::uint64_t n) {
+    return static_cast<T*>(huge_pages::allocate(n * sizeof(T), alignof(T)));
+  }
+
+  // `capacity` is a power of two larger than the window.
+  void grow(std::uint64_t capacity) {
+    T* grown = allocate(capacity);
+    // Copy in runs contiguous in both rings.
+    for (std::uint64_t i = front_; i < end_;) {
+      const std::uint64_t from = i & (capacity_ - 1), to = i & (capacity - 1);
+      const std::uint64_t n = std::min({end_ - i, capacity_ - from, capacity - to});
+      std::memcpy(static_cast<void*>(grown + to), data_ + from, n * sizeof(T));
+      i += n;
+    }
+    if (data_ != nullptr) huge_pages::deallocate(data_, capacity_ * sizeof(T), alignof(T));
+    data_ = grown;
+    capacity_ = capacity;
+  }
+
+  void swap(RingColumn& o) noexcept {
+    std::swap(data_, o.data_);
+    std::swap(capacity_, o.capacity_);
+    std::swap(front_, o.front_);
+    std::swap(end_, o.end_);
+  }
+
+  T* data_ = nullptr;
+  std::uint64_t capacity_ = 0;  // 0 or a power of two
+  std::uint64_t front_ = 0;
+  std::uint64_t end_ = 0;
+};
+
+}  // namespace collsim::sched
