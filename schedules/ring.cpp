@@ -18,6 +18,16 @@ RankId mod(std::int64_t v, RankId p) {
   return static_cast<RankId>(((v % m) + m) % m);
 }
 
+// Chunk c of segment j at [j * k + c]: one array, so that a step's pass over the ranks reads it
+// in order.
+std::vector<Piece> chunk_pieces(const std::vector<Piece>& segs, const Job& job) {
+  std::vector<Piece> all;
+  all.reserve(segs.size() * job.k);
+  for (const Piece& seg : segs)
+    for (const Piece& piece : split(seg, job.k, job.element)) all.push_back(piece);
+  return all;
+}
+
 // State of one rank for the piece it sends next: where the data is and the op producing it.
 struct Holding {
   Region where;
@@ -48,8 +58,7 @@ Holdings ring_reduce_scatter(Builder& b, const Job& job, RankId shift, bool part
                              FinalRegion final_region) {
   const RankId p = job.p;
   const auto segs = split({0, job.n}, p, job.element);
-  std::vector<std::vector<Piece>> chunks(p);
-  for (RankId j = 0; j < p; ++j) chunks[j] = split(segs[j], job.k, job.element);
+  const std::vector<Piece> chunks = chunk_pieces(segs, job);
   const Lanes lanes = job.pipelined ? Lanes::channel(0) : Lanes::single();
 
   Holdings hold(p, job.k);
@@ -58,10 +67,11 @@ Holdings ring_reduce_scatter(Builder& b, const Job& job, RankId shift, bool part
     const bool last = s + 2 == p;
     next.clear();
     for (std::uint32_t c = 0; c < job.k; ++c) {
-      for (RankId r = 0; r < p; ++r) {
-        const RankId seg = mod(std::int64_t{r} - s - shift, p);
-        const RankId to = mod(std::int64_t{r} + 1, p);
-        const Piece piece = chunks[seg][c];
+      // seg and to step with r: no division per transfer (it showed at 4096 ranks).
+      RankId seg = mod(-std::int64_t{s} - shift, p);
+      for (RankId r = 0; r < p; ++r, seg = seg + 1 == p ? 0 : seg + 1) {
+        const RankId to = r + 1 == p ? 0 : r + 1;
+        const Piece piece = chunks[std::size_t{seg} * job.k + c];
         if (piece.bytes == 0) continue;
         const Region src = s == 0 ? Region{BufferId::input, piece.offset} : hold.at(r, c).where;
         const Region tmp = b.fresh_scratch(to, piece.bytes);
@@ -86,17 +96,16 @@ Holdings ring_reduce_scatter(Builder& b, const Job& job, RankId shift, bool part
 void ring_allgather_phase(Builder& b, const Job& job, RankId lead, Holdings hold) {
   const RankId p = job.p;
   const auto segs = split({0, job.n}, p, job.element);
-  std::vector<std::vector<Piece>> chunks(p);
-  for (RankId j = 0; j < p; ++j) chunks[j] = split(segs[j], job.k, job.element);
+  const std::vector<Piece> chunks = chunk_pieces(segs, job);
   const Lanes lanes = job.pipelined ? Lanes::channel(0) : Lanes::single();
   Holdings next(p, job.k);
   for (RankId t = 0; t + 1 < p; ++t) {
     next.clear();
     for (std::uint32_t c = 0; c < job.k; ++c) {
-      for (RankId r = 0; r < p; ++r) {
-        const RankId seg = mod(std::int64_t{r} - t + lead, p);
-        const RankId to = mod(std::int64_t{r} + 1, p);
-        const Piece piece = chunks[seg][c];
+      RankId seg = mod(std::int64_t{lead} - t, p);
+      for (RankId r = 0; r < p; ++r, seg = seg + 1 == p ? 0 : seg + 1) {
+        const RankId to = r + 1 == p ? 0 : r + 1;
+        const Piece piece = chunks[std::size_t{seg} * job.k + c];
         if (piece.bytes == 0) continue;
         const Region dst{BufferId::output, piece.offset};
         const OpId arrived = b.move(r, hold.at(r, c).where, to, dst, piece.bytes,
