@@ -236,8 +236,20 @@ class Engine {
   std::vector<std::vector<OpId>> groups_;
   std::vector<std::uint32_t> free_groups_;
   // The last op added on each (rank, stream) while it is unfinished (kNoOp once done): the
-  // stream predecessor the next op on that stream waits for.
-  std::vector<std::vector<OpId>> last_on_stream_;
+  // stream predecessor the next op on that stream waits for. A rank's first kInlineStreams
+  // streams sit in one rank-major array, so that a step's pass over the ranks reads it in order
+  // (a vector per rank cost a cache miss per op at 4096 ranks); higher streams, which only
+  // multi-channel schedules use, in a vector per rank.
+  static constexpr std::uint32_t kInlineStreams = 8;
+  std::vector<OpId> last_on_stream_;
+  std::vector<std::vector<OpId>> last_on_high_stream_;
+  OpId& last_on_stream(RankId rank, sched::StreamId stream) {
+    if (stream < kInlineStreams)
+      return last_on_stream_[std::size_t{rank} * kInlineStreams + stream];
+    std::vector<OpId>& high = last_on_high_stream_[rank];
+    if (stream - kInlineStreams >= high.size()) high.resize(stream - kInlineStreams + 1u, kNoOp);
+    return high[stream - kInlineStreams];
+  }
   // Sends, d2h and h2d copies keep the index of their route (into flat_routes_) in their record,
   // resolved before the run: finding it again in the hot loop would read the other end of the
   // transfer, a cache miss when the plan is large.
@@ -487,22 +499,18 @@ void Engine::link(OpId from, OpId to, bool later) {
     // The stream predecessor of an op a few places on is usually an op of an earlier batch, far
     // back in the records: fetch it now.
     if (const OpId ahead = op + 16; ahead < to) {
-      const std::vector<OpId>& l = last_on_stream_[rec(ahead).rank];
-      const auto s = plan_.stream(ahead);
-      if (s < l.size() && l[s] != kNoOp && l[s] >= ops_base_) prefetch_op(l[s]);
+      const OpId prev = last_on_stream(rec(ahead).rank, plan_.stream(ahead));
+      if (prev != kNoOp && prev >= ops_base_) prefetch_op(prev);
     }
     OpRecord& r = rec(op);
-    std::vector<OpId>& lasts = last_on_stream_[r.rank];
-    const auto stream = plan_.stream(op);
-    if (stream >= lasts.size()) lasts.resize(stream + 1u, kNoOp);
     // A stream's last op leaves this table when it completes (complete()), so an op found here
     // is unfinished without reading its record, a cache miss far back in the window.
-    const OpId prev = lasts[stream];
-    if (prev != kNoOp) {
-      rec(prev).stream_next = op;
+    OpId& last = last_on_stream(r.rank, plan_.stream(op));
+    if (last != kNoOp) {
+      rec(last).stream_next = op;
       ++r.pending;
     }
-    lasts[stream] = op;
+    last = op;
     for (OpId d : plan_.deps(op))
       if (state(d) != OpState::done) {
         ++r.pending;
@@ -773,7 +781,7 @@ void Engine::complete(OpId op) {
     release(op, next);
   } else {
     // The last op of its stream so far: a later op on the stream will not wait for it.
-    last_on_stream_[rec(op).rank][plan_.stream(op)] = kNoOp;
+    last_on_stream(rec(op).rank, plan_.stream(op)) = kNoOp;
   }
   const std::uint32_t succ = rec(op).succ;
   if (succ == kNoOp) return;
@@ -996,7 +1004,8 @@ void Engine::add_ops() {
     queues = add_records(from, end);
     validate_options();
     route_cache_.assign(plan_.num_ranks(), RouteCacheEntry{});
-    last_on_stream_.assign(plan_.num_ranks(), {});
+    last_on_stream_.assign(std::size_t{plan_.num_ranks()} * kInlineStreams, kNoOp);
+    last_on_high_stream_.assign(plan_.num_ranks(), {});
     // An observer is shown every link's load, so it sees them untied.
     tie_ = options_.tie_links && options_.observer == nullptr;
     if (tie_) {
