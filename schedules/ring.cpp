@@ -50,9 +50,9 @@ class Holdings {
 
 // Reduce-scatter around the ring. At step s rank r sends segment (r - s - shift) to r + 1,
 // which adds its own input. The owner of segment j at the end is rank j - 1 + shift.
-// `final_region(rank, seg, chunk)` says where the finished sum goes; partial sums go to
-// `partial_region` (nullptr: same as final). Returns, per rank and chunk, where the finished
-// segment is and the op that finishes it.
+// `final_region(rank, seg, piece)` says where the finished sum of `piece` (a chunk of segment
+// `seg`) goes; partial sums go there too, or to fresh scratch when `partials_in_scratch`.
+// Returns, per rank and chunk, where the finished segment is and the op that finishes it.
 template <typename FinalRegion>
 Holdings ring_reduce_scatter(Builder& b, const Job& job, RankId shift, bool partials_in_scratch,
                              FinalRegion final_region) {
@@ -77,7 +77,7 @@ Holdings ring_reduce_scatter(Builder& b, const Job& job, RankId shift, bool part
         const Region tmp = b.fresh_scratch(to, piece.bytes);
         const OpId arrived =
             b.move(r, src, to, tmp, piece.bytes, {hold.at(r, c).ready}, lanes, lanes);
-        Region dst = final_region(to, seg, c);
+        Region dst = final_region(to, seg, piece);
         if (!last && partials_in_scratch) dst = b.fresh_scratch(to, piece.bytes);
         const OpId red = b.reduce(to, dst, {BufferId::input, piece.offset}, tmp, piece.bytes,
                                   lanes.reduce, {arrived});
@@ -131,9 +131,8 @@ void reserve_ring(Builder& b, const Job& job, std::uint64_t steps, std::uint64_t
 
 void ring_allreduce(Builder& b, const Job& job) {
   reserve_ring(b, job, 2 * (std::uint64_t{job.p} - 1), job.p - 1);
-  const auto segs = split({0, job.n}, job.p, job.element);
-  auto hold = ring_reduce_scatter(b, job, 0, false, [&](RankId, RankId seg, std::uint32_t c) {
-    return Region{BufferId::output, nth_piece(segs[seg], job.k, c, job.element).offset};
+  auto hold = ring_reduce_scatter(b, job, 0, false, [](RankId, RankId, const Piece& piece) {
+    return Region{BufferId::output, piece.offset};
   });
   ring_allgather_phase(b, job, 1, std::move(hold));
 }
@@ -142,8 +141,7 @@ void ring_reduce_scatter_collective(Builder& b, const Job& job) {
   reserve_ring(b, job, job.p - 1, job.p - 1);
   // Each rank's output is its own segment, so partial sums live in scratch.
   const auto segs = split({0, job.n}, job.p, job.element);
-  ring_reduce_scatter(b, job, 1, true, [&](RankId, RankId seg, std::uint32_t c) {
-    const Piece piece = nth_piece(segs[seg], job.k, c, job.element);
+  ring_reduce_scatter(b, job, 1, true, [&](RankId, RankId seg, const Piece& piece) {
     return Region{BufferId::output, piece.offset - segs[seg].offset};
   });
 }
