@@ -25,7 +25,8 @@
 // that window is a share of the plan that grows during the run, not a fixed number of steps.
 // Measured on the rail-optimised cluster, 1 GiB:
 //   ring  72 steps of 2046 at p = 1024, k = 8 (186 MiB); 306 of 4094 at p = 2048, k = 8 (7.5 %);
-//         141 MiB at p = 4096, k = 1 (151 MiB with the 32-byte op records of 2026-11-30)
+//         141 MiB at p = 4096, k = 1 (151 MiB with the 32-byte op records of 2026-11-30, 116
+//         MiB once the plan's columns became rings)
 //   hier  (g = 8, k = 8) 29 steps of 268 at S = 128 (59 MiB), 59 of 524 at S = 256 (204 MiB),
 //         114 of 1036 at S = 512 (677 MiB, 11 %)
 // The estimate holds the ops of 16 steps plus a fifth of the plan:
