@@ -368,9 +368,8 @@ double FlowModel::lowest_by_scan(ResourceId& bottleneck) const {
   double best = kUnlimited;
   for (ResourceId r : comp_res_) {
     const Resource& res = res_[r];
-    if (res.unfrozen == 0 || !(res.capacity < kUnlimited)) continue;
-    if (share(res) < best) {
-      best = share(res);
+    if (res.fair < best) {
+      best = res.fair;
       bottleneck = r;
     }
   }
@@ -385,14 +384,14 @@ double FlowModel::lowest_in_heap(ResourceId& bottleneck) {
   while (!heap_.empty()) {
     const Level top = heap_.front();
     const Resource& res = res_[top.resource];
-    if (res.unfrozen > 0 && !(share(res) > top.share)) {
+    if (res.unfrozen > 0 && !(res.fair > top.share)) {
       bottleneck = top.resource;
-      return share(res);
+      return res.fair;
     }
     std::pop_heap(heap_.begin(), heap_.end(), later);
     heap_.pop_back();
     if (res.unfrozen > 0) {
-      heap_.push_back(Level{share(res), top.resource});
+      heap_.push_back(Level{res.fair, top.resource});
       std::push_heap(heap_.begin(), heap_.end(), later);
     }
   }
@@ -409,6 +408,7 @@ void FlowModel::freeze(Flow& flow, double rate, ResourceId bottleneck) {
     --res.unfrozen;
     res.weight_sum -= use.weight;
     res.remaining -= use.weight * rate;
+    res.fair = fair_share(res);
   }
 }
 
@@ -510,6 +510,7 @@ void FlowModel::fill() {
         res.remaining -= weight * flow.rate;
       }
     }
+    res.fair = fair_share(res);
   }
   by_bound_.clear();
   for (FlowId f : comp_flows_) {
@@ -540,7 +541,7 @@ void FlowModel::fill() {
       heap_.clear();
       for (ResourceId r : comp_res_) {
         const Resource& res = res_[r];
-        if (res.unfrozen > 0 && res.capacity < kUnlimited) heap_.push_back(Level{share(res), r});
+        if (res.unfrozen > 0 && res.capacity < kUnlimited) heap_.push_back(Level{res.fair, r});
       }
       std::make_heap(heap_.begin(), heap_.end(), later);
     }

@@ -184,6 +184,9 @@ class FlowModel {
     double remaining = 0;
     double weight_sum = 0;
     double level = 0;  // the share its flows froze at in the last filling, kUnlimited if none
+    // fair_share(*this), kept up to date wherever it can change, so that a round of filling
+    // reads one number per resource instead of dividing.
+    double fair = 0;
     std::uint32_t unfrozen = 0;
     std::uint32_t stamp = 0;
     FlowId reserved = kNoFlow;  // the flow running alone on it, out of its list (reservable())
@@ -211,6 +214,11 @@ class FlowModel {
   static constexpr Later later{};
   static double share(const Resource& res) {
     return res.remaining > 0 ? res.remaining / res.weight_sum : 0.0;
+  }
+  // The share, for a limited resource with flows still to freeze; kUnlimited for any other, so
+  // that the filling's scan never picks it.
+  static double fair_share(const Resource& res) {
+    return res.unfrozen > 0 && res.capacity < kUnlimited ? share(res) : kUnlimited;
   }
   // Rounds of progressive filling done by scanning before a component's resources go into a
   // heap: a scan is cheaper for the few levels of a symmetric collective, the heap for many.
