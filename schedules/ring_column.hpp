@@ -29,7 +29,7 @@ class RingColumn {
     if (o.capacity_ == 0) return;
     data_ = allocate(o.capacity_);
     capacity_ = o.capacity_;
-    std::memcpy(static_cast<void*>(data_), o.data_, capacity_ * sizeof(T));
+    copy_window(o.data_, o.capacity_, data_, capacity_);
   }
   RingColumn(RingColumn&& o) noexcept { swap(o); }
   RingColumn& operator=(RingColumn o) noexcept {
@@ -66,16 +66,22 @@ class RingColumn {
     return static_cast<T*>(huge_pages::allocate(n * sizeof(T), alignof(T)));
   }
 
+  // Copies the window from one ring to another, in runs contiguous in both; only the window,
+  // so that a copy touches no more memory than the values it holds.
+  void copy_window(const T* from, std::uint64_t from_capacity, T* to,
+                   std::uint64_t to_capacity) const {
+    for (std::uint64_t i = front_; i < end_;) {
+      const std::uint64_t a = i & (from_capacity - 1), b = i & (to_capacity - 1);
+      const std::uint64_t n = std::min({end_ - i, from_capacity - a, to_capacity - b});
+      std::memcpy(static_cast<void*>(to + b), from + a, n * sizeof(T));
+      i += n;
+    }
+  }
+
   // `capacity` is a power of two larger than the window.
   void grow(std::uint64_t capacity) {
     T* grown = allocate(capacity);
-    // Copy in runs contiguous in both rings.
-    for (std::uint64_t i = front_; i < end_;) {
-      const std::uint64_t from = i & (capacity_ - 1), to = i & (capacity - 1);
-      const std::uint64_t n = std::min({end_ - i, capacity_ - from, capacity - to});
-      std::memcpy(static_cast<void*>(grown + to), data_ + from, n * sizeof(T));
-      i += n;
-    }
+    copy_window(data_, capacity_, grown, capacity);
     if (data_ != nullptr) huge_pages::deallocate(data_, capacity_ * sizeof(T), alignof(T));
     data_ = grown;
     capacity_ = capacity;
