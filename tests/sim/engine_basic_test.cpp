@@ -1,5 +1,6 @@
 // Single flows and stream semantics: every expected time is a closed form written next to it.
 #include <catch2/catch.hpp>
+#include <functional>
 
 #include "sim/engine.hpp"
 #include "tests/sim/sim_fixtures.hpp"
@@ -113,6 +114,31 @@ TEST_CASE("stream order holds even when a later op's dependencies are ready firs
   CHECK(r.ops[bop].start == 1.0);
   CHECK(r.ops[bop].end == 1.5);
   CHECK(r.time == 1.5);
+}
+
+TEST_CASE("a streamed op does not wait for a stream predecessor that finished batches before",
+          "[sim][streaming]") {
+  // Stream 0's only op, A, finishes at 0.1, two batches before C joins stream 0 after it; C
+  // waits for D alone. The engine keeps each stream's last op only while it is unfinished.
+  TwoGpus t(1e9, 0);
+  topo::Router router(t.topology);
+  auto whole = t.plan();
+  auto streamed = t.plan();
+  auto build = [](sched::Plan& plan, const std::function<void()>& batch) {
+    plan.add(timed_op(OpKind::delay, 0, 0.1, 0));  // A: [0, 0.1]
+    plan.add(timed_op(OpKind::delay, 0, 1.0, 1));  // B: [0, 1.0]
+    batch();
+    const auto d = plan.add(timed_op(OpKind::delay, 0, 0.5, 1));  // D: [1.0, 1.5]
+    batch();
+    plan.add(timed_op(OpKind::compute, 0, 0.25, 0), {d});  // C: [1.5, 1.75]
+    batch();
+  };
+  build(whole, [] {});
+  const auto r = sim::simulate_streaming(
+      router, streamed, [&](std::function<void()> batch) { build(streamed, batch); });
+  CHECK(r.time == 1.75);
+  CHECK(r.time == sim::simulate(router, whole).time);
+  CHECK(r.events == sim::simulate(router, whole).events);
 }
 
 TEST_CASE("a dependency may name a later op", "[sim]") {
