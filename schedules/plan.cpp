@@ -189,11 +189,12 @@ void Plan::match(OpId send, OpId recv) {
 }
 
 void Plan::drop_before(OpId id) {
-  if (id <= base_) return;
+  const OpId first = first_op();
+  if (id <= first) return;
   if (id > num_ops()) throw InternalError("Plan::drop_before past the last op");
   std::uint64_t reduces = 0;
   std::uint32_t groups = 0;
-  for (OpId i = base_; i < id; ++i) {
+  for (OpId i = first; i < id; ++i) {
     reduces += kind_[i] == OpKind::reduce;
     groups += dep_[i] != kNoOp && (dep_[i] & kManyDeps) != 0;
   }
@@ -221,7 +222,6 @@ void Plan::drop_before(OpId id) {
       std::lower_bound(wide_.begin(), wide_.end(), id,
                        [](const std::pair<OpId, Bytes>& w, OpId v) { return w.first < v; });
   wide_.erase(wide_.begin(), kept);
-  base_ = id;
 }
 
 Bytes Plan::wide_bytes(OpId id) const {
@@ -269,7 +269,7 @@ Op Plan::op(OpId id) const {
 
 StreamId Plan::num_streams(RankId rank) const {
   StreamId n = 0;
-  for (std::uint64_t i = base_; i < num_ops(); ++i)
+  for (std::uint64_t i = first_op(); i < num_ops(); ++i)
     if (rank_[i] == rank) n = std::max<StreamId>(n, static_cast<StreamId>(stream_[i] + 1));
   return n;
 }

@@ -120,7 +120,9 @@ class Plan {
   // One past the last op id. Every id in [first_op(), num_ops()) can be read.
   std::size_t num_ops() const { return kind_.end(); }
   std::size_t num_deps() const { return num_deps_; }
-  OpId first_op() const { return base_; }  // 0 unless drop_before was called
+  OpId first_op() const {  // 0 unless drop_before was called
+    return static_cast<OpId>(kind_.front());
+  }
   // Frees the ops below `id` (their ids stay taken). Ops kept may still name dropped ones as
   // dependencies or partners; reading a dropped op is an error of the caller.
   void drop_before(OpId id);
@@ -193,12 +195,11 @@ class Plan {
   std::vector<std::uint32_t> dep_begin_{0};  // by group
   HugeVector<OpId> deps_;
   std::size_t num_deps_ = 0;
-  // What drop_before freed: the first op kept (the columns above are rings indexed by op id, and
-  // reduce_ by reduce index, so they drop in place), and the dependency groups and edges, which
-  // are erased from the front once the dropped part is at least half of what they hold.
+  // What drop_before freed. The columns above are rings indexed by op id (reduce_ by reduce
+  // index) that drop in place, so the first op kept is kind_.front(); the dependency groups and
+  // edges are erased from the front once the dropped part is at least half of what they hold.
   // Group numbers (in dep_) and edge offsets (in dep_begin_) stay absolute, so nothing kept is
   // rewritten.
-  OpId base_ = 0;
   std::uint32_t group_base_ = 0;      // the group dep_begin_[0] is
   std::uint32_t groups_dropped_ = 0;  // groups from group_base_ on that drop_before freed
   std::uint32_t deps_base_ = 0;
