@@ -93,6 +93,7 @@ int main(int argc, char** argv) {
   bool components = false;
   bool untied = false;
   bool stats = false;
+  bool symmetry = false;
   std::string routing = "ecmp";
   std::string route_by = "auto";
   app.add_option("--gpus", gpus, "Number of GPUs")->check(CLI::Range(2u, 1u << 20));
@@ -129,6 +130,10 @@ int main(int argc, char** argv) {
   app.add_flag("--components", components,
                "Re-share every arrival and departure over its whole sharing component instead of "
                "its region (sim::Options::sharing_regions off), to measure what regions save");
+  app.add_flag("--symmetry", symmetry,
+               "Targets table: simulate one rank per orbit when a rotation of the ranks maps the "
+               "plan and topology onto themselves (sim::Options::rank_symmetry); the row then "
+               "counts the representatives' events");
   app.add_flag("--stats", stats,
                "Targets table: also print, on stderr, the simulated time to the last digit and "
                "how much re-sharing the run did");
@@ -279,6 +284,7 @@ int main(int argc, char** argv) {
     sim::Options options;
     options.sharing_regions = !components;
     options.tie_links = !untied;
+    options.rank_symmetry = symmetry;
     const auto report = [&](const sim::Result& r) {
       if (!stats) return;
       const sim::SharingStats& s = r.sharing;
@@ -303,6 +309,8 @@ int main(int argc, char** argv) {
       const auto [result, wall, cpu] =
           median_run(repeat, [&] { return sim::simulate(router, request, options); });
       report(result);
+      if (stats && result.rotation != 0)
+        std::fprintf(stderr, "one rank per orbit of a rotation by %u ranks\n", result.rotation);
       const double rate = static_cast<double>(result.events) / cpu;
       const auto [goal, met] = target(wall, cpu, rate);
       std::printf("| %s | 1 | %llu | %.3g | %.2f (streamed) | %.2f (streamed) | %.0f | %s | %s |\n",

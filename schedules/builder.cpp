@@ -57,7 +57,8 @@ Builder::Builder(const topo::Router& router, Plan& plan, std::size_t element)
       plan_(plan),
       element_(element),
       scratch_used_(plan.num_ranks(), 0),
-      host_used_(plan.num_ranks(), 0) {
+      host_used_(plan.num_ranks(), 0),
+      held_(plan.ranks_held()) {
   rank_server_.reserve(plan.num_ranks());
   for (const topo::NodeId gpu : plan.rank_gpu)
     rank_server_.push_back(router.topology().node(gpu).server);
@@ -107,12 +108,15 @@ OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
   std::span<const OpId> send_deps = after_src;
   OpId staging_copy = kNoOp;
   Region send_src = src;
+  const bool at_src = holds(from);
+  const bool at_dst = holds(to);
+  if (!at_src && !at_dst) return kNoOp;
   const bool stage = staged(from, to);
   if (stage) {
     require_host(router_.topology(), plan_.rank_gpu[from]);
     require_host(router_.topology(), plan_.rank_gpu[to]);
   }
-  if (stage && memory_of(src.buffer) == Memory::device) {
+  if (at_src && stage && memory_of(src.buffer) == Memory::device) {
     send_src = fresh_host(from, bytes);
     Op c;
     c.kind = OpKind::copy;
@@ -134,7 +138,7 @@ OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
   s.bytes = bytes;
   s.src = send_src;
   s.peer = to;
-  const OpId sid = plan_.add(s, send_deps);
+  const OpId sid = at_src ? plan_.add(s, send_deps) : kNoOp;
   Op r;
   r.kind = OpKind::recv;
   r.rank = to;
@@ -144,8 +148,12 @@ OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
   r.peer = from;
   // A staged recv lands in a fresh host region, so only the final copy waits for `dst`.
   const bool direct_dst = recv_dst == dst;
-  const OpId rid = plan_.add(r, direct_dst ? after_dst : std::span<const OpId>{});
-  plan_.match(sid, rid);
+  const OpId rid = at_dst ? plan_.add(r, direct_dst ? after_dst : std::span<const OpId>{}) : kNoOp;
+  if (at_src && at_dst)
+    plan_.match(sid, rid);
+  else
+    pair_up(from, to, at_src ? sid : rid, at_src);
+  if (!at_dst) return kNoOp;
   if (direct_dst) return rid;
 
   std::vector<OpId> copy_deps(after_dst.begin(), after_dst.end());
@@ -160,8 +168,40 @@ OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
   return plan_.add(c, copy_deps);
 }
 
+void Builder::pair_up(RankId from, RankId to, OpId op, bool is_send) {
+  // The image of the transfer whose receiver is held: both ends move by a multiple of the
+  // rotation, the receiver to `to mod rotation`.
+  const RankId p = plan_.num_ranks();
+  const RankId back = to - to % held_;
+  const RankId image_from = (from + p - back) % p;
+  const std::uint64_t key = std::uint64_t{image_from} << 32 | (to - back);
+  Unmatched& u = pending_[key];
+  if (u.head == u.ops.size() || u.sends == is_send) {
+    if (u.head == u.ops.size()) {
+      u.ops.clear();
+      u.head = 0;
+      u.sends = is_send;
+    }
+    u.ops.push_back(op);
+    return;
+  }
+  const OpId other = u.ops[u.head++];
+  plan_.match(is_send ? op : other, is_send ? other : op);
+  if (u.head == u.ops.size()) pending_.erase(key);
+}
+
+void Builder::throw_unmatched() const {
+  const auto& [key, u] = *pending_.begin();
+  throw InternalError("a plan rotated by " + std::to_string(held_) + " has a " +
+                      (u.sends ? "send" : "recv") + " between ranks " + std::to_string(key >> 32) +
+                      " and " + std::to_string(key & 0xffffffffu) +
+                      " (moved) without its other end in the same batch; the schedule is "
+                      "not symmetric under that rotation");
+}
+
 OpId Builder::reduce(RankId rank, Region dst, Region a, Region b, Bytes bytes, StreamId stream,
                      std::initializer_list<OpId> deps) {
+  if (!holds(rank)) return kNoOp;
   Op o;
   o.kind = OpKind::reduce;
   o.rank = rank;
@@ -175,6 +215,7 @@ OpId Builder::reduce(RankId rank, Region dst, Region a, Region b, Bytes bytes, S
 
 OpId Builder::copy(RankId rank, Region dst, Region src, Bytes bytes, StreamId stream,
                    std::initializer_list<OpId> deps) {
+  if (!holds(rank)) return kNoOp;
   Op o;
   o.kind = OpKind::copy;
   o.rank = rank;

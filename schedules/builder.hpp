@@ -5,6 +5,7 @@
 #include <array>
 #include <functional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "schedules/plan.hpp"
@@ -50,8 +51,19 @@ class Builder {
   void on_batch(std::function<void()> hook) { batch_hook_ = std::move(hook); }
   bool streaming() const { return static_cast<bool>(batch_hook_); }
   void end_batch() {
+    if (!pending_.empty()) throw_unmatched();
     if (batch_hook_) batch_hook_();
   }
+  // After the last op: every send found its recv (only a rotated plan can leave one open).
+  void finish() {
+    if (!pending_.empty()) throw_unmatched();
+  }
+
+  // Whether the plan holds `rank`'s ops (Plan::rotation), and whether a transfer between two
+  // ranks puts an op in it. Ops of other ranks are not added: reduce(), copy() and move()
+  // return kNoOp for them, and a generator may skip such transfers altogether.
+  bool holds(RankId rank) const { return rank < held_; }
+  bool touches(RankId from, RankId to) const { return from < held_ || to < held_; }
 
   // A scratch region of `bytes` never used before on `rank`: reusing none removes every
   // write-after-read hazard between pipelined chunks at the price of scratch memory.
@@ -90,6 +102,20 @@ class Builder {
   // it from the topology's large node records missed the cache each time.
   std::vector<std::int32_t> rank_server_;
   std::function<void()> batch_hook_;
+
+  // A rotated plan's transfers between a held rank and one that is not: a send whose recv is
+  // the recv of its image on a held rank, or the other way round, waiting for the other end
+  // (generators add both ends in the same step, in the same order for every image). Keyed by
+  // the transfer moved so that its receiver is held.
+  void pair_up(RankId from, RankId to, OpId op, bool is_send);
+  [[noreturn]] void throw_unmatched() const;
+  struct Unmatched {
+    std::vector<OpId> ops;  // all sends or all recvs, oldest first from `head`
+    std::size_t head = 0;
+    bool sends = false;
+  };
+  RankId held_ = 0;
+  std::unordered_map<std::uint64_t, Unmatched> pending_;
 };
 
 }  // namespace collsim::sched

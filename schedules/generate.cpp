@@ -43,6 +43,31 @@ std::string join(const std::vector<Algorithm>& v) {
   return s.empty() ? "none" : s;
 }
 
+// hier's groups: the ranks of each server in rank order, servers in the order of their ids.
+// Throws InputError when a GPU is in no server or servers hold different numbers of ranks.
+std::vector<std::vector<RankId>> server_groups(const topo::Topology& t,
+                                               const std::vector<topo::NodeId>& rank_gpu) {
+  std::map<std::int32_t, std::vector<RankId>> by_server;
+  for (RankId r = 0; r < rank_gpu.size(); ++r) {
+    const auto s = t.node(rank_gpu[r]).server;
+    if (s == topo::kNone)
+      throw InputError("", "--algo hier",
+                       "hier needs every GPU in a server, but '" + t.node(rank_gpu[r]).name +
+                           "' belongs to none; use ring or tree, or add servers to the topology");
+    by_server[s].push_back(r);
+  }
+  std::vector<std::vector<RankId>> groups;
+  groups.reserve(by_server.size());
+  for (auto& [s, ranks] : by_server) groups.push_back(std::move(ranks));
+  for (const auto& g : groups)
+    if (g.size() != groups.front().size())
+      throw InputError("", "--algo hier",
+                       "hier needs the same number of GPUs in every server (found " +
+                           std::to_string(groups.front().size()) + " and " +
+                           std::to_string(g.size()) + "); use ring or tree");
+  return groups;
+}
+
 }  // namespace
 
 std::string_view to_string(Algorithm a) {
@@ -204,6 +229,37 @@ bool streams(const PlanRequest& req, RankId p) {
          req.size / dtype_size(req.dtype) >= std::uint64_t{p} * req.chunks;
 }
 
+RankId rotation_unit(const topo::Router& router, const PlanRequest& req) {
+  const topo::Topology& t = router.topology();
+  const std::vector<topo::NodeId> ranks = req.ranks.empty() ? t.gpus() : req.ranks;
+  const auto p = static_cast<RankId>(ranks.size());
+  if (p < 2 || !why_not(req, p).empty()) return 0;
+  const std::uint64_t elements = req.size / dtype_size(req.dtype);
+  const bool ring_family =
+      req.algorithm == Algorithm::ring &&
+      (req.collective == Collective::allreduce || req.collective == Collective::reduce_scatter ||
+       req.collective == Collective::allgather);
+  // Rank r and r + 1 move pieces of equal size only when every piece is: the ring cuts the
+  // buffer into p segments of k pieces, hier into k chunks of g segments of S pieces.
+  const bool even = elements > 0 && elements % (std::uint64_t{p} * req.chunks) == 0;
+  if (ring_family) return even ? 1 : 0;
+  if (req.algorithm != Algorithm::hier || req.collective != Collective::allreduce || !even)
+    return 0;
+  std::vector<std::vector<RankId>> groups;
+  try {
+    groups = server_groups(t, ranks);
+  } catch (const InputError&) {
+    return 0;
+  }
+  // Rotating by one server maps servers and rails onto themselves only when servers hold
+  // consecutive ranks in the order hier walks them.
+  const auto g = static_cast<RankId>(groups.front().size());
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    for (RankId l = 0; l < g; ++l)
+      if (groups[i][l] != i * g + l) return 0;
+  return g;
+}
+
 Plan generate(const topo::Router& router, const PlanRequest& req) {
   Plan plan;
   generate(router, req, plan, {});
@@ -236,6 +292,13 @@ void generate(const topo::Router& router, const PlanRequest& req, Plan& plan,
                      "--algo " + std::string(to_string(req.algorithm)) + " --collective " +
                          std::string(to_string(req.collective)),
                      why);
+  if (req.rotation != 0) {
+    const RankId unit = rotation_unit(router, req);
+    if (unit == 0 || req.rotation % unit != 0 || p % req.rotation != 0)
+      throw InternalError("rotation " + std::to_string(req.rotation) +
+                          " does not map this plan onto itself (see rotation_unit)");
+    plan.rotation = req.rotation;
+  }
 
   detail::Job job;
   job.collective = req.collective;
@@ -272,26 +335,7 @@ void generate(const topo::Router& router, const PlanRequest& req, Plan& plan,
       detail::naive(b, job);
       break;
     case Algorithm::hier: {
-      // Ranks grouped by server, in rank order; every server must hold the same number.
-      std::map<std::int32_t, std::vector<RankId>> by_server;
-      for (RankId r = 0; r < p; ++r) {
-        const auto s = t.node(plan.rank_gpu[r]).server;
-        if (s == topo::kNone)
-          throw InputError(
-              "", "--algo hier",
-              "hier needs every GPU in a server, but '" + t.node(plan.rank_gpu[r]).name +
-                  "' belongs to none; use ring or tree, or add servers to the topology");
-        by_server[s].push_back(r);
-      }
-      std::vector<std::vector<RankId>> groups;
-      groups.reserve(by_server.size());
-      for (auto& [s, ranks] : by_server) groups.push_back(std::move(ranks));
-      for (const auto& g : groups)
-        if (g.size() != groups.front().size())
-          throw InputError("", "--algo hier",
-                           "hier needs the same number of GPUs in every server (found " +
-                               std::to_string(groups.front().size()) + " and " +
-                               std::to_string(g.size()) + "); use ring or tree");
+      const std::vector<std::vector<RankId>> groups = server_groups(t, plan.rank_gpu);
       if (const double ops = 5 * hier_transfers(p, static_cast<double>(groups.size()), req.chunks);
           ops > 4e9)
         throw InputError("", "--algo hier",
@@ -303,6 +347,7 @@ void generate(const topo::Router& router, const PlanRequest& req, Plan& plan,
       break;
     }
   }
+  b.finish();
   if (batch) batch();
 }
 

@@ -36,6 +36,9 @@ struct PlanRequest {
   RankId root = 0;                  // broadcast and reduce
   std::vector<topo::NodeId> ranks;  // GPUs taking part, rank order; empty means every GPU
   HostMemory host_memory = HostMemory::pinned;  // the host buffer that staging copies use
+  // 0, or build the rotated plan of ranks [0, rotation) only (Plan::rotation): a multiple of
+  // rotation_unit() that divides the rank count.
+  RankId rotation = 0;
 };
 
 // The algorithms generate() accepts for a collective on p ranks (ignoring size and k).
@@ -55,6 +58,13 @@ Plan generate(const topo::Router& router, const PlanRequest& request);
 // step when every piece holds at least one element; every other request comes in one batch.
 void generate(const topo::Router& router, const PlanRequest& request, Plan& plan,
               std::function<void()> batch);
+// The smallest rotation of ranks that maps the plan for `request` onto itself, up to offsets in
+// buffers (which no time depends on), or 0 when there is none the generators can build: 1 for
+// the ring allreduce, reduce_scatter and allgather, g for hier allreduce on servers of g GPUs
+// holding consecutive ranks, and only when every piece has the same size. Whether the topology
+// is symmetric too is for the engine to find out (sim/rotation.hpp).
+RankId rotation_unit(const topo::Router& router, const PlanRequest& request);
+
 // Whether generate(..., batch) hands `request` over in more than one batch.
 bool streams(const PlanRequest& request, RankId p);
 

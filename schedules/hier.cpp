@@ -84,7 +84,7 @@ std::vector<std::vector<std::vector<OpId>>> groups_reduce_scatter(
           const std::uint32_t seg = (i + 2 * m - s - 1) % m;
           const std::uint32_t to = (i + 1) % m;
           const Piece piece = piece_of(grp, seg, c);
-          if (piece.bytes == 0) continue;
+          if (piece.bytes == 0 || !b.touches(group[i], group[to])) continue;
           const Hold& held = hold[grp][std::size_t{i} * k + c];
           const Region src = s == 0 ? own(i, piece) : held.where;
           if (s == 0) first = start(grp, i);
@@ -132,7 +132,7 @@ void groups_allgather(Builder& b, const std::vector<std::vector<RankId>>& groups
           const std::uint32_t seg = (i + m - t) % m;
           const std::uint32_t to = (i + 1) % m;
           const Piece piece = piece_of(grp, seg, c);
-          if (piece.bytes == 0) continue;
+          if (piece.bytes == 0 || !b.touches(group[i], group[to])) continue;
           if (t == 0) first = start(grp, i, c);
           const std::span<const OpId> deps =
               t == 0 ? std::span<const OpId>(first)
@@ -213,7 +213,8 @@ void hierarchical(Builder& b, const Job& job, const std::vector<std::vector<Rank
           return std::vector<OpId>{reduced[l][s][c]};
         },
         [&](std::size_t l, std::uint32_t s, OpId op) {
-          tails[rails[l][s]].add(b.plan().stream(op), op);  // just added: still in the plan
+          // Just added, so still in the plan; kNoOp on a rank a rotated plan does not hold.
+          if (op != kNoOp) tails[rails[l][s]].add(b.plan().stream(op), op);
         },
         lanes);
   }

@@ -104,8 +104,16 @@ class Plan {
   RankId root = 0;  // broadcast and reduce
   HostMemory host_memory = HostMemory::pinned;
   std::vector<topo::NodeId> rank_gpu;  // rank -> GPU node of the topology
+  // 0, or a plan that holds the ops of ranks [0, rotation) only and stands for all num_ranks():
+  // rank r + i * rotation runs rank r's ops with every rank they name moved by i * rotation
+  // (mod num_ranks()). A send to a rank outside [0, rotation) is matched with the recv of its
+  // image there: a send from r to q = q0 + i * rotation pairs with q0's recv from r - i *
+  // rotation. The engine simulates such a plan once per orbit of ranks (sim/rotation.hpp).
+  RankId rotation = 0;
 
   RankId num_ranks() const { return static_cast<RankId>(rank_gpu.size()); }
+  // The ranks whose ops the plan holds: rotation, or every rank.
+  RankId ranks_held() const { return rotation != 0 ? rotation : num_ranks(); }
 
   // Appends an op that runs after every op in `deps` (and after the previous op on its stream).
   OpId add(const Op& op, std::span<const OpId> deps = {});

@@ -62,6 +62,11 @@ std::optional<Region> read_region(const ObjectReader& op, std::string_view key) 
 }  // namespace
 
 void write_plan(std::ostream& out, const Plan& plan, const topo::Topology* topology) {
+  if (plan.rotation != 0)
+    throw InputError("", "rotation",
+                     "a plan of one rank per orbit (rotated by " + std::to_string(plan.rotation) +
+                         ") stands for ranks it does not hold and cannot be written; generate "
+                         "it without symmetry");
   out << "{\"format\":\"" << kFormat << "\",\"version\":" << kVersion << ",\"collective\":\""
       << to_string(plan.collective) << "\",\"algorithm\":" << quoted(plan.algorithm)
       << ",\"dtype\":\"" << to_string(plan.dtype) << "\",\"size_bytes\":" << plan.size

@@ -72,7 +72,7 @@ Holdings ring_reduce_scatter(Builder& b, const Job& job, RankId shift, bool part
       for (RankId r = 0; r < p; ++r, seg = seg + 1 == p ? 0 : seg + 1) {
         const RankId to = r + 1 == p ? 0 : r + 1;
         const Piece piece = chunks[std::size_t{seg} * job.k + c];
-        if (piece.bytes == 0) continue;
+        if (piece.bytes == 0 || !b.touches(r, to)) continue;
         const Region src = s == 0 ? Region{BufferId::input, piece.offset} : hold.at(r, c).where;
         const Region tmp = b.fresh_scratch(to, piece.bytes);
         const OpId arrived =
@@ -106,7 +106,7 @@ void ring_allgather_phase(Builder& b, const Job& job, RankId lead, Holdings hold
       for (RankId r = 0; r < p; ++r, seg = seg + 1 == p ? 0 : seg + 1) {
         const RankId to = r + 1 == p ? 0 : r + 1;
         const Piece piece = chunks[std::size_t{seg} * job.k + c];
-        if (piece.bytes == 0) continue;
+        if (piece.bytes == 0 || !b.touches(r, to)) continue;
         const Region dst{BufferId::output, piece.offset};
         const OpId arrived = b.move(r, hold.at(r, c).where, to, dst, piece.bytes,
                                     {hold.at(r, c).ready}, lanes, lanes);
@@ -123,7 +123,7 @@ void ring_allgather_phase(Builder& b, const Job& job, RankId lead, Holdings hold
 // `reduce_steps` of p reductions, so that large plans grow without repeated reallocation.
 void reserve_ring(Builder& b, const Job& job, std::uint64_t steps, std::uint64_t reduce_steps) {
   if (b.streaming()) return;  // the plan never holds more than a few steps
-  const std::uint64_t per_step = std::uint64_t{job.p} * job.k;
+  const std::uint64_t per_step = std::uint64_t{b.plan().ranks_held()} * job.k;
   b.plan().reserve(b.plan().num_ops() + per_step * (2 * steps + reduce_steps),
                    b.plan().num_deps() + per_step * (steps + reduce_steps),
                    per_step * reduce_steps);

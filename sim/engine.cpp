@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
@@ -12,6 +13,7 @@
 #include "sim/event_queue.hpp"
 #include "sim/flow_model.hpp"
 #include "sim/record_window.hpp"
+#include "sim/rotation.hpp"
 #include "sim/tied_links.hpp"
 #include "topology/error.hpp"
 
@@ -33,6 +35,7 @@ std::string_view to_string(StopReason s) {
 
 namespace {
 
+using sched::BufferId;
 using sched::CopyKind;
 using sched::kNoOp;
 using sched::kNoRank;
@@ -149,9 +152,25 @@ class Engine {
   // links of earlier routes, their flows and shared links gain the new representatives.
   void share_routes();
   void add_uses(FlowId f, const FlatRoute& route) {
+    if (rotation_) {
+      for (std::uint32_t i = route.share_begin; i < route.share_end; ++i)
+        use(f, shared_links_[i], 1.0);
+      return;
+    }
     for (std::uint32_t i = route.share_begin; i < route.share_end; ++i)
       flows_.add_use(f, shared_links_[i], 1.0);
   }
+  // A flow of a rotated plan uses the representative of each resource's orbit, once for every
+  // image of it that crosses the resource (sim/rotation.hpp).
+  void use(FlowId f, ResourceId r, double weight) {
+    if (rotation_)
+      flows_.add_use_merged(f, rotation_->representative(r), weight * rotation_->copies(r));
+    else
+      flows_.add_use(f, r, weight);
+  }
+  // Whether a matched send and recv name each other's ranks, in a rotated plan up to moving
+  // the transfer by a multiple of the rotation.
+  bool ends_agree(OpId send, OpId recv) const;
 
   void ready(OpId op);
   void start_transfer(OpId send, OpId recv);
@@ -280,6 +299,7 @@ class Engine {
   std::uint32_t shared_routes_ = 0;  // routes [0, shared_routes_) have their shared links
   // Options::tie_links, unless an observer watches every link's load.
   bool tie_ = false;
+  std::unique_ptr<Rotation> rotation_;  // a rotated plan's orbits of resources; else null
   TiedLinks tied_;
 
   // Per flow slot, indexed by FlowId.
@@ -364,6 +384,11 @@ bool Engine::add_records(OpId from, OpId n) {
       ++errors;
       continue;
     }
+    if (r.rank >= plan_.ranks_held())
+      throw InternalError(
+          fmt::format("op {} of rank {} in a plan rotated by {}, which holds "
+                      "ranks 0..{} only",
+                      op, r.rank, plan_.rotation, plan_.rotation - 1));
     for (OpId d : plan_.deps(op))
       if (d >= n)
         error(op,
@@ -396,7 +421,7 @@ bool Engine::add_records(OpId from, OpId n) {
         error(op, fmt::format("is matched with {}, which is not a {}", describe(q), other));
         continue;
       }
-      if (plan_.peer(op) != plan_.rank(q) || plan_.peer(q) != r.rank)
+      if (!(k == OpKind::send ? ends_agree(op, q) : ends_agree(q, op)))
         error(op,
               fmt::format("is matched with {}, but their ranks and peers disagree", describe(q)));
       if (bytes != plan_.bytes(q))
@@ -428,8 +453,23 @@ bool Engine::add_records(OpId from, OpId n) {
   return queues;
 }
 
+bool Engine::ends_agree(OpId send, OpId recv) const {
+  const RankId p = plan_.num_ranks();
+  const RankId from = plan_.rank(send), to = plan_.peer(send);
+  const RankId image_to = plan_.rank(recv), image_from = plan_.peer(recv);
+  if (plan_.rotation == 0) return to == image_to && from == image_from;
+  if (to >= p || image_from >= p) return false;
+  const RankId moved = (to + p - image_to) % p;
+  return moved % plan_.rotation == 0 && (from + p - image_from) % p == moved;
+}
+
 void Engine::validate_options() const {
   DiagnosticSink sink("");
+  if (plan_.rotation != 0 &&
+      (!options_.capacity.empty() || !options_.background.empty() || observer_ != nullptr))
+    throw NotSymmetric(
+        "capacity traces, background traffic and observers concern single links and ranks, "
+        "which a plan of one rank per orbit does not simulate");
   for (std::size_t i = 0; i < options_.capacity.size(); ++i) {
     const auto& trace = options_.capacity[i];
     if (trace.link >= topo_.num_links())
@@ -595,17 +635,39 @@ void Engine::share_routes() {
 
 std::uint32_t Engine::resolve(OpId op) {
   const RankId r = rec(op).rank;
+  const std::size_t known = flat_routes_.size();
+  std::uint32_t index = 0;
   if (rec(op).kind == OpKind::send) {
-    const OpId q = rec(op).partner;
-    const RankId peer = rec(q).rank;
+    // The send's peer, not the recv's rank: in a rotated plan the recv may be an image's.
+    const RankId peer = plan_.peer(op);
+    const BufferId from = plan_.src(op).buffer, to = plan_.dst(rec(op).partner).buffer;
     // ECMP, when the router does it, keeps one path per (sender, receiver) pair.
-    const std::uint64_t flow_key = std::uint64_t{r} << 32 | peer;
-    return lookup(endpoint(r, plan_.src(op).buffer), endpoint(peer, plan_.dst(q).buffer), flow_key,
-                  op);
+    const auto key = [](RankId a, RankId b) { return std::uint64_t{a} << 32 | b; };
+    index = lookup(endpoint(r, from), endpoint(peer, to), key(r, peer), op);
+    if (rotation_ && flat_routes_.size() != known) {
+      const RankId p = plan_.num_ranks(), s = rotation_->shift();
+      rotation_->add_route([&](RankId i) -> const topo::Route& {
+        const RankId a = static_cast<RankId>((r + std::uint64_t{i} * s) % p);
+        const RankId b = static_cast<RankId>((peer + std::uint64_t{i} * s) % p);
+        return router_.route(endpoint(a, from), endpoint(b, to), key(a, b));
+      });
+    }
+    return index;
   }
-  const NodeId gpu = plan_.rank_gpu[r];
-  if (rec(op).copy == CopyKind::d2h) return lookup(gpu, topo_.host_cpu(gpu), 0, op);
-  return lookup(topo_.host_cpu(gpu), gpu, 0, op);
+  const bool d2h = rec(op).copy == CopyKind::d2h;
+  const auto ends = [&](RankId rank) {
+    const NodeId gpu = plan_.rank_gpu[rank];
+    return d2h ? std::pair{gpu, topo_.host_cpu(gpu)} : std::pair{topo_.host_cpu(gpu), gpu};
+  };
+  index = lookup(ends(r).first, ends(r).second, 0, op);
+  if (rotation_ && flat_routes_.size() != known) {
+    const RankId p = plan_.num_ranks(), s = rotation_->shift();
+    rotation_->add_route([&](RankId i) -> const topo::Route& {
+      const auto [a, b] = ends(static_cast<RankId>((r + std::uint64_t{i} * s) % p));
+      return router_.route(a, b, 0);
+    });
+  }
+  return index;
 }
 
 FlowId Engine::new_flow(Owner owner, std::uint32_t index, double bytes) {
@@ -684,7 +746,7 @@ void Engine::ready(OpId op) {
       }
       const FlowId f = new_flow(Owner::reduce, op, bytes_of(op));
       // Two operands read and one result written: every byte crosses memory three times.
-      flows_.add_use(f, rank_memory_[rank], 3.0);
+      use(f, rank_memory_[rank], 3.0);
       launch(f, rank_launch_[rank]);
       return;
     }
@@ -736,15 +798,18 @@ void Engine::start_copy(OpId op) {
       // Pageable memory: the driver copies every byte between it and a pinned bounce buffer,
       // so the host's memcpy bandwidth bounds the copy and is shared with other host copies.
       if (plan_.host_memory == sched::HostMemory::pageable)
-        if (const NodeId cpu = topo_.host_cpu(gpu); cpu != topo::kNoNode)
-          flows_.add_use(f, map_.memcpy(cpu), 1.0);
+        if (const NodeId cpu = topo_.host_cpu(gpu); cpu != topo::kNoNode) {
+          if (rotation_) rotation_->add_host_memcpy();
+          use(f, map_.memcpy(cpu), 1.0);
+        }
       break;
     }
     case CopyKind::d2d:
-      flows_.add_use(f, rank_memory_[rank], 2.0);  // reads and writes every byte
+      use(f, rank_memory_[rank], 2.0);  // reads and writes every byte
       break;
     case CopyKind::host:
-      flows_.add_use(f, map_.memcpy(topo_.host_cpu(gpu)), 1.0);
+      if (rotation_) rotation_->add_host_memcpy();
+      use(f, map_.memcpy(topo_.host_cpu(gpu)), 1.0);
       break;
   }
   launch(f, latency);
@@ -896,12 +961,17 @@ Result Engine::collect(StopReason stop) {
   r.events = events_;
   r.flows = flow_count_;
   r.stop = stop;
+  r.rotation = plan_.rotation;
   r.sharing = flows_.stats();
   const std::size_t links = topo_.num_links();
   r.link_bytes.resize(links);
   r.link_busy.resize(links);
   // A tied link's flows, and so its bytes and busy time, are its representative's.
-  const auto own = [&](ResourceId rid) { return tie_ ? tied_.representative(rid) : rid; };
+  // So is an orbit's, every resource of it carrying what its representative carries.
+  const auto own = [&](ResourceId rid) {
+    if (rotation_) return rotation_->representative(rid);
+    return tie_ ? tied_.representative(rid) : rid;
+  };
   for (std::size_t l = 0; l < links; ++l) {
     const auto rid = own(map_.link(static_cast<topo::LinkId>(l)));
     r.link_bytes[l] = static_cast<Bytes>(std::llround(flows_.bytes(rid)));
@@ -1006,8 +1076,11 @@ void Engine::add_ops() {
     route_cache_.assign(plan_.num_ranks(), RouteCacheEntry{});
     last_on_stream_.assign(std::size_t{plan_.num_ranks()} * kInlineStreams, kNoOp);
     last_on_high_stream_.assign(plan_.num_ranks(), {});
-    // An observer is shown every link's load, so it sees them untied.
-    tie_ = options_.tie_links && options_.observer == nullptr;
+    // An observer is shown every link's load, so it sees them untied. A rotated plan's flows
+    // use orbits of links, which tying (by the routes of the representatives only) knows
+    // nothing of.
+    tie_ = options_.tie_links && options_.observer == nullptr && plan_.rotation == 0;
+    if (plan_.rotation != 0) rotation_ = std::make_unique<Rotation>(router_, plan_, map_);
     if (tie_) {
       tied_.reset(capacities());
       for (const auto& trace : options_.capacity) tied_.pin(map_.link(trace.link));
@@ -1229,17 +1302,54 @@ Result simulate_streaming(const topo::Router& router, sched::Plan& plan,
   return engine.finish();
 }
 
-Result simulate(const topo::Router& router, const sched::PlanRequest& request,
-                const Options& options) {
+namespace {
+
+Result simulate_generated(const topo::Router& router, const sched::PlanRequest& request,
+                          const Options& options) {
   sched::Plan plan;
-  if (options.observer != nullptr)
-    return simulate(router, sched::generate(router, request), options);
   return simulate_streaming(
       router, plan,
       [&](std::function<void()> batch) {
         sched::generate(router, request, plan, std::move(batch));
       },
       options);
+}
+
+}  // namespace
+
+Result simulate(const topo::Router& router, const sched::PlanRequest& request,
+                const Options& options) {
+  if (options.observer != nullptr)
+    return simulate(router, sched::generate(router, request), options);
+  std::string refused;  // why the smallest rotation tried does not fit
+  if (options.rank_symmetry && options.capacity.empty() && options.background.empty() &&
+      !options.record_ops) {
+    const sched::RankId unit = sched::rotation_unit(router, request);
+    const auto p = static_cast<sched::RankId>(
+        request.ranks.empty() ? router.topology().gpus().size() : request.ranks.size());
+    // The smallest rotation that maps the topology onto itself too; a refusal usually comes
+    // with the first batch's routes, before any time is simulated.
+    int tries = 12;  // a hier refusal can come after its first phase: not every divisor
+    for (sched::RankId s = unit; unit != 0 && s <= p / 2 && tries > 0; s += unit) {
+      if (p % s != 0) continue;
+      --tries;
+      sched::PlanRequest rotated = request;
+      rotated.rotation = s;
+      try {
+        return simulate_generated(router, rotated, options);
+      } catch (const NotSymmetric& e) {
+        if (refused.empty()) refused = e.diagnostics().front().message;
+      }
+    }
+    if (unit == 0)
+      refused =
+          "only the ring allreduce, reduce_scatter and allgather and the hier allreduce (on "
+          "servers of consecutive ranks) have rotated plans, and only when every piece has "
+          "the same size";
+  }
+  Result result = simulate_generated(router, request, options);
+  result.symmetry_refused = std::move(refused);
+  return result;
 }
 
 }  // namespace collsim::sim

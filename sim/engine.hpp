@@ -67,6 +67,11 @@ struct Options {
   // capacity (sim/tied_links.hpp): the same rates, for less work. Off is for tests and
   // measurements; an observer always sees every link.
   bool tie_links = true;
+  // simulate(router, request): when rotating the ranks by some s maps the plan and the topology
+  // onto themselves, simulate ranks [0, s) only (sched::rotation_unit, sim/rotation.hpp): p / s
+  // times fewer events, the same times to 1e-9 relative. The smallest such s is used; without
+  // one, or with capacity traces, background traffic, an observer or record_ops, every rank.
+  bool rank_symmetry = false;
 };
 
 enum class StopReason : std::uint8_t { finished, event_limit, time_limit, cancelled };
@@ -98,6 +103,12 @@ struct Result {
   std::uint64_t events = 0;  // events processed (stale ones excluded)
   std::uint64_t flows = 0;   // flows started (transfers, copies, reductions, background)
   StopReason stop = StopReason::finished;
+  // 0, or the run simulated one rank per orbit of this rotation of the ranks (sim/rotation.hpp):
+  // events and flows count the representatives' only; per-resource figures hold for every
+  // resource of an orbit, copy engines for the representatives' GPUs only.
+  sched::RankId rotation = 0;
+  // When Options::rank_symmetry was asked for but every rank was simulated: why.
+  std::string symmetry_refused;
 
   std::vector<Bytes> link_bytes;              // by LinkId
   std::vector<double> link_busy;              // by LinkId, seconds with at least one flow

@@ -35,6 +35,15 @@ void FlowModel::add_use(FlowId f, ResourceId r, double weight) {
   flows_[f].uses.push_back(Use{r, 0, weight});
 }
 
+void FlowModel::add_use_merged(FlowId f, ResourceId r, double weight) {
+  for (Use& use : flows_[f].uses)
+    if (use.resource == r) {
+      use.weight += weight;
+      return;
+    }
+  add_use(f, r, weight);
+}
+
 std::vector<ResourceId> FlowModel::resources(FlowId f) const {
   std::vector<ResourceId> out;
   for (const Use& u : flows_[f].uses) out.push_back(u.resource);

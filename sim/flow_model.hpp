@@ -66,6 +66,8 @@ class FlowModel {
   // A new flow without resources yet. Ids of released flows are reused.
   FlowId create();
   void add_use(FlowId f, ResourceId r, double weight);
+  // The same, adding to the weight when the flow already uses `r`.
+  void add_use_merged(FlowId f, ResourceId r, double weight);
   // The flow starts draining `bytes` at `now`. Re-shares the component it joins.
   void start(FlowId f, double bytes, double now);
   // The flow leaves its resources at `now` (drained when `completed`, withdrawn otherwise); its
