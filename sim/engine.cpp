@@ -1321,7 +1321,7 @@ Result simulate(const topo::Router& router, const sched::PlanRequest& request,
                 const Options& options) {
   if (options.observer != nullptr)
     return simulate(router, sched::generate(router, request), options);
-  std::string refused;  // why the smallest rotation tried does not fit
+  std::string refused;  // why the largest rotation tried does not fit
   if (options.rank_symmetry && options.capacity.empty() && options.background.empty() &&
       !options.record_ops) {
     const sched::RankId unit = sched::rotation_unit(router, request);
@@ -1338,7 +1338,7 @@ Result simulate(const topo::Router& router, const sched::PlanRequest& request,
       try {
         return simulate_generated(router, rotated, options);
       } catch (const NotSymmetric& e) {
-        if (refused.empty()) refused = e.diagnostics().front().message;
+        refused = e.diagnostics().front().message;
       }
     }
     if (unit == 0)
@@ -1347,6 +1347,10 @@ Result simulate(const topo::Router& router, const sched::PlanRequest& request,
           "servers of consecutive ranks) have rotated plans, and only when every piece has "
           "the same size";
   }
+  if (!refused.empty() && router.options().ecmp)
+    refused +=
+        " (ECMP hashes each pair of ranks onto its own path, which a rotation rarely keeps; "
+        "routing without it, --routing shortest, may)";
   Result result = simulate_generated(router, request, options);
   result.symmetry_refused = std::move(refused);
   return result;

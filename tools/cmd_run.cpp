@@ -54,6 +54,7 @@ struct RunOptions {
   bool chunks_free_for_auto = false;  // echo only: "--algo ring,auto" without --chunks  // --chunks
                                       // typed; "--algo auto" alone leaves k free as well
   bool no_wall = false;
+  bool symmetry = false;
   std::string auto_search = "full";
   std::string max_memory;
   bool progress = false;
@@ -106,6 +107,12 @@ void add_common_options(CLI::App& cmd, RunOptions& o, bool sweep) {
                  "algorithm, stop at the first k slower than the one before)")
       ->capture_default_str();
   add_max_memory_option(cmd, o.max_memory);
+  cmd.add_flag("--symmetry", o.symmetry,
+               "Simulate one rank per orbit when rotating the ranks by some s maps the plan and "
+               "the topology onto themselves (ring allreduce, reduce_scatter, allgather and hier "
+               "allreduce with pieces of equal size, on a topology routed without ECMP "
+               "hashing): p / s times fewer events, the same times to 1e-9; otherwise every "
+               "rank, with the reason (docs/performance.md)");
   cmd.add_flag("--no-wall", o.no_wall,
                "Print 0 for wall_s, the only non-deterministic column, for byte-identical output");
 }
@@ -200,6 +207,7 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
   if (o.host_memory != "pinned")
     lines.push_back(
         fmt::format("host memory {} (staging copies also cross the host memcpy)", o.host_memory));
+  if (o.symmetry) lines.push_back("symmetry    one rank per orbit where a rotation fits");
   // Without --chunks, "--algo ring,auto" leaves k free for auto only; the line keeps that.
   std::string again =
       fmt::format("collsim {} --topology {} --collective {} --algo {} --size {}{} --dtype {}",
@@ -211,6 +219,7 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
   if (!o.calibration.empty()) again += fmt::format(" --calibration {}", o.calibration);
   if (o.routing != "ecmp") again += fmt::format(" --routing {}", o.routing);
   if (o.host_memory != "pinned") again += fmt::format(" --host-memory {}", o.host_memory);
+  if (o.symmetry) again += " --symmetry";
   if (o.auto_search != "full") again += fmt::format(" --auto-search {}", o.auto_search);
   if (!o.max_memory.empty()) again += fmt::format(" --max-memory {}", o.max_memory);
   lines.push_back(fmt::format("reproduce   {}", again));
@@ -342,6 +351,7 @@ void run_command(const RunOptions& o) {
   context.root = o.root;
   context.host_memory = parse_host_memory(o.host_memory, "--host-memory");
   context.fast_auto = parse_auto_search(o.auto_search);
+  context.symmetry = o.symmetry;
   set_limits(context, o, 1);
   InterruptGuard interrupt_guard;
   context.cancel = InterruptGuard::flag();
@@ -387,6 +397,7 @@ void run_command(const RunOptions& o) {
   std::vector<std::string> notes;
   if (!point.algo || point.chunks == kAutoChunks) notes = auto_notes(ev);
   if (!o.trace.empty()) notes.push_back(fmt::format("trace written to {}", o.trace));
+  if (!ev.symmetry.empty()) notes.push_back("symmetry: " + ev.symmetry);
   writer.end(notes);
   if (format != Format::table)
     for (const auto& n : notes) std::fprintf(stderr, "collsim: %s\n", n.c_str());
@@ -454,6 +465,7 @@ std::unique_ptr<SweepSetup> prepare_sweep(const RunOptions& o, bool writes, unsi
   context.host_memory = parse_host_memory(o.host_memory, "--host-memory");
   context.model_terms = !o.terms.empty();
   context.fast_auto = parse_auto_search(o.auto_search);
+  context.symmetry = o.symmetry;
   // More threads than a thousand would only cost memory.
   s->jobs = std::min(1024u, o.jobs != 0 ? o.jobs : cpus);
   set_limits(context, o, static_cast<unsigned>(std::min<std::size_t>(s->jobs, points.size())));

@@ -27,6 +27,7 @@ struct Simulated {
   double time = 0;
   std::uint64_t events = 0;
   ModelTerms terms;
+  std::string symmetry;  // Evaluation::symmetry
 };
 
 Simulated simulate_one(const Context& context, const Point& point, sched::Algorithm algorithm,
@@ -47,15 +48,19 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   }
   sched::Plan plan;
   ModelTermsSum terms(*context.router);
-  const sim::Result result = sim::simulate_streaming(
-      *context.router, plan,
-      [&](std::function<void()> batch) {
-        sched::generate(*context.router, request, plan, [&] {
-          if (context.model_terms) terms.add(plan);
-          batch();
-        });
-      },
-      options);
+  // The model terms read every rank's ops, which a run of one rank per orbit does not build.
+  const bool symmetric = context.symmetry && !context.model_terms;
+  options.rank_symmetry = symmetric;
+  const sim::Result result = symmetric ? sim::simulate(*context.router, request, options)
+                                       : sim::simulate_streaming(
+                                             *context.router, plan,
+                                             [&](std::function<void()> batch) {
+                                               sched::generate(*context.router, request, plan, [&] {
+                                                 if (context.model_terms) terms.add(plan);
+                                                 batch();
+                                               });
+                                             },
+                                             options);
   if (result.stop == sim::StopReason::cancelled)
     throw Interrupted(
         fmt::format("interrupted (Ctrl-C) after {} events, at simulated time {}, of "
@@ -69,8 +74,18 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   if (!std::isfinite(result.time) || result.time < 0)
     throw InternalError(fmt::format("simulation of {} k={} finished at time {}",
                                     sched::to_string(algorithm), chunks, result.time));
-  Simulated s{result.time, result.events, {}};
+  Simulated s{result.time, result.events, {}, {}};
   if (context.model_terms) s.terms = terms.terms();
+  const auto p = static_cast<sched::RankId>(request.ranks.size());
+  if (result.rotation != 0)
+    s.symmetry = fmt::format(
+        "one rank per orbit of a rotation by {} ranks: {} of {} ranks simulated, events "
+        "counted for them only",
+        result.rotation, result.rotation, p);
+  else if (context.symmetry)
+    s.symmetry = "every rank simulated: " + (context.model_terms
+                                                 ? std::string("--terms needs every rank's ops")
+                                                 : result.symmetry_refused);
   return s;
 }
 
@@ -207,6 +222,7 @@ Evaluation evaluate_or_throw(const Context& context, const Point& point,
     row.time = s.time;
     row.events = s.events;
     ev.terms = s.terms;
+    ev.symmetry = s.symmetry;
   } else {
     std::vector<sched::Algorithm> algorithms;
     if (point.algo)
@@ -257,6 +273,7 @@ Evaluation evaluate_or_throw(const Context& context, const Point& point,
     row.time = best->time;
     row.events = best->events;
     ev.terms = best->terms;
+    ev.symmetry = best->symmetry;
   }
   row.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return ev;

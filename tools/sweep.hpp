@@ -40,6 +40,9 @@ struct Context {
   // (--auto-search fast). Exact when time against k falls then rises, as the α-β forms of the
   // pipelined schedules do; the default tries every k.
   bool fast_auto = false;
+  // --symmetry: simulate one rank per orbit where a rotation of the ranks maps the plan and the
+  // topology onto themselves (sim::Options::rank_symmetry).
+  bool symmetry = false;
   // Set by Ctrl-C: engines stop at their next check and points not yet started are skipped;
   // evaluate_or_throw() then throws Interrupted (tools/resource_guard.hpp).
   const std::atomic<bool>* cancel = nullptr;
@@ -89,6 +92,7 @@ struct Evaluation {
   std::vector<Candidate> candidates;  // filled by auto searches, in the order tried
   bool internal_error = false;        // row.error comes from a bug, not from the input
   bool interrupted = false;           // Ctrl-C stopped or skipped the point
+  std::string symmetry;  // with --symmetry: the rotation used, or why every rank was simulated
 };
 
 // The chunk counts an auto search tries: 1, 2, 4, ..., 64, at most the element count.

@@ -71,6 +71,7 @@ class Router {
   Route compute(NodeId from, NodeId to, std::uint64_t flow_key = 0) const;
 
   const Topology& topology() const { return topology_; }
+  const RoutingOptions& options() const { return options_; }
 
  private:
   struct Cache;

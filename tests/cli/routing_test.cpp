@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <string>
 
 #include "tests/cli/cli_support.hpp"
@@ -41,4 +42,29 @@ TEST_CASE("routing is ecmp by default and a wrong name is a usage error", "[cli]
   const auto bad = run_cli("run --topology tests/cli/data/two-gpus.json --size 1MiB --routing x");
   CHECK(bad.status == 2);
   CHECK(bad.err.find("expected ecmp or shortest") != std::string::npos);
+}
+
+TEST_CASE("--symmetry runs one rank per orbit where routes allow, and says why where not",
+          "[cli][symmetry]") {
+  const std::string args =
+      "run --topology configs/dgx-h100.json --algo ring --size 8MiB --chunks 4 --no-wall ";
+  const auto all = run_cli(args + "--format csv --routing shortest");
+  const auto one = run_cli(args + "--format csv --routing shortest --symmetry");
+  REQUIRE(all.status == 0);
+  REQUIRE(one.status == 0);
+  CHECK(std::abs(time_us(one.out) - time_us(all.out)) <= 1e-9 * time_us(all.out));
+  CHECK(one.err.find("rotation by 1 ranks: 1 of 8 ranks simulated") != std::string::npos);
+
+  const auto table = run_cli(args + "--routing shortest --symmetry");
+  REQUIRE(table.status == 0);
+  CHECK(table.out.find("# reproduce") != std::string::npos);
+  CHECK(table.out.find("--symmetry") != std::string::npos);
+  CHECK(table.out.find("# symmetry: one rank per orbit") != std::string::npos);
+
+  // Hashed paths break the rotation on the cluster: every rank runs, and the note says so.
+  const auto ecmp = run_cli(
+      "run --topology configs/cluster-1024.json --algo ring --size 1MiB --ranks 0-63 --symmetry");
+  REQUIRE(ecmp.status == 0);
+  CHECK(ecmp.out.find("# symmetry: every rank simulated") != std::string::npos);
+  CHECK(ecmp.out.find("--routing shortest") != std::string::npos);
 }

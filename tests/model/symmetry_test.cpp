@@ -1,0 +1,192 @@
+// One rank per orbit of a rotation (sim/rotation.hpp) gives the run of every rank: the same
+// completion time and the same bytes and busy time on every link, to 1e-9 relative, from
+// p / s times fewer events; and a topology or plan that the rotation does not map onto itself
+// is run rank by rank, with the reason.
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "schedules/generate.hpp"
+#include "schedules/plan_json.hpp"
+#include "sim/engine.hpp"
+#include "sim/rotation.hpp"
+#include "topology/loader.hpp"
+#include "topology/routing.hpp"
+
+using namespace collsim;
+using namespace collsim::sched;
+
+namespace {
+
+constexpr Bytes MiB = Bytes{1} << 20;
+
+std::string read(const char* name) {
+  std::ifstream in(std::string(COLLSIM_SOURCE_DIR) + "/configs/" + name);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// configs/cluster-1024.json cut to 16 servers (128 GPUs) in 4 leaf groups of 4 servers, so
+// that the ring crosses a leaf group every 32 ranks.
+topo::Topology small_cluster() {
+  auto d = nlohmann::json::parse(read("cluster-1024.json"));
+  d["name"] = "cluster-128";
+  d["servers"][0]["count"] = 16;
+  d["racks"][0]["count"] = 4;
+  d["fabric"]["servers_per_leaf"] = 4;
+  return topo::parse_topology(d.dump(), "cluster-128.json");
+}
+
+topo::Topology config(const char* name) {
+  return topo::parse_topology(read(name), name);
+}
+
+PlanRequest request(Algorithm a, Collective c, Bytes size, std::uint32_t k) {
+  PlanRequest r;
+  r.algorithm = a;
+  r.collective = c;
+  r.size = size;
+  r.chunks = k;
+  return r;
+}
+
+sim::Options symmetric() {
+  sim::Options o;
+  o.rank_symmetry = true;
+  return o;
+}
+
+void require_close(double a, double b) {
+  INFO(fmt::format("{:.17g} against {:.17g}", a, b));
+  REQUIRE(std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)));
+}
+
+// Runs `req` both ways; returns the rotation the symmetric run used.
+RankId check_same_run(const topo::Router& router, const PlanRequest& req) {
+  const sim::Result all = sim::simulate(router, req);
+  const sim::Result one = sim::simulate(router, req, symmetric());
+  INFO(fmt::format("{} {} on {}, {} bytes, k = {}: rotation {} ({})", to_string(req.algorithm),
+                   to_string(req.collective), router.topology().name(), req.size, req.chunks,
+                   one.rotation, one.symmetry_refused));
+  REQUIRE(all.rotation == 0);
+  require_close(one.time, all.time);
+  REQUIRE(one.link_bytes.size() == all.link_bytes.size());
+  for (std::size_t l = 0; l < all.link_bytes.size(); ++l) {
+    INFO("link " << l);
+    require_close(static_cast<double>(one.link_bytes[l]), static_cast<double>(all.link_bytes[l]));
+    require_close(one.link_busy[l], all.link_busy[l]);
+  }
+  if (one.rotation != 0) {
+    const RankId p = static_cast<RankId>(router.topology().gpus().size());
+    CHECK(one.symmetry_refused.empty());
+    // Every event of the full run has p / s images... up to events that orbits share.
+    CHECK(one.events * (p / one.rotation) >= all.events);
+    CHECK(one.events < all.events);
+  } else {
+    CHECK(!one.symmetry_refused.empty());
+  }
+  return one.rotation;
+}
+
+}  // namespace
+
+TEST_CASE("one rank per leaf group gives the run of every rank on a rail-optimised cluster",
+          "[symmetry]") {
+  const topo::Topology t = small_cluster();
+  topo::RoutingOptions shortest;
+  shortest.ecmp = false;
+  const topo::Router router(t, shortest);
+  // A leaf group of 32 GPUs is the smallest rotation of the ring that keeps every route's
+  // latency: rotating by a server would move a transfer inside a group onto one between groups.
+  for (const Collective c :
+       {Collective::allreduce, Collective::reduce_scatter, Collective::allgather})
+    for (const std::uint32_t k : {1u, 3u})
+      CHECK(check_same_run(router, request(Algorithm::ring, c, 3 * MiB, k)) == 32);
+  for (const std::uint32_t k : {1u, 2u})
+    CHECK(check_same_run(router, request(Algorithm::hier, Collective::allreduce, 4 * MiB, k)) ==
+          32);
+}
+
+TEST_CASE("one rank stands for all on a single NVSwitch, and shared memories count every image",
+          "[symmetry]") {
+  {
+    const topo::Topology t = config("dgx-h100.json");
+    const topo::Router router(t);
+    CHECK(check_same_run(router, request(Algorithm::ring, Collective::allreduce, 8 * MiB, 4)) == 1);
+  }
+  {
+    // Four ranks on one device: its memory is a fixed point of the rotation, crossed by the
+    // reductions of all four.
+    const topo::Topology t = config("one-gpu-4ranks.json");
+    const topo::Router router(t);
+    CHECK(check_same_run(router, request(Algorithm::ring, Collective::allreduce, 4 * MiB, 2)) == 1);
+  }
+  {
+    // Two GPUs per PCIe switch: the switch's uplink carries both GPUs of its pair.
+    const topo::Topology t = config("t4x4-pcie.json");
+    const topo::Router router(t);
+    PlanRequest req = request(Algorithm::ring, Collective::allreduce, 4 * MiB, 2);
+    CHECK(check_same_run(router, req) == 2);
+    req.host_memory = HostMemory::pageable;
+    check_same_run(router, req);
+  }
+}
+
+TEST_CASE("a rotation that does not map the run onto itself is refused, with the reason",
+          "[symmetry]") {
+  const topo::Topology t = small_cluster();
+  SECTION("ECMP hashes every pair of ranks its own way") {
+    topo::RoutingOptions ecmp;
+    ecmp.ecmp = true;
+    const topo::Router router(t, ecmp);
+    CHECK(check_same_run(router, request(Algorithm::ring, Collective::allreduce, 2 * MiB, 1)) == 0);
+  }
+  SECTION("pieces of different sizes") {
+    const topo::Router router(t);
+    const PlanRequest req = request(Algorithm::ring, Collective::allreduce, 2 * MiB + 4, 1);
+    CHECK(rotation_unit(router, req) == 0);
+    const sim::Result r = sim::simulate(router, req, symmetric());
+    CHECK(r.rotation == 0);
+    CHECK(r.symmetry_refused.find("same size") != std::string::npos);
+  }
+  SECTION("algorithms without rotated plans") {
+    const topo::Router router(t);
+    CHECK(rotation_unit(router, request(Algorithm::tree, Collective::allreduce, 2 * MiB, 1)) == 0);
+    CHECK(check_same_run(router, request(Algorithm::tree, Collective::allreduce, MiB, 1)) == 0);
+  }
+  SECTION("a heterogeneous rack") {
+    const topo::Topology h = config("hetero-rack.json");
+    const topo::Router router(h);
+    CHECK(check_same_run(router, request(Algorithm::ring, Collective::allreduce, 6 * MiB, 1)) == 0);
+  }
+  SECTION("a rotated plan run on a topology it does not fit") {
+    const topo::Router router(t);  // ECMP off, but rotating by one server crosses leaf groups
+    PlanRequest req = request(Algorithm::ring, Collective::allreduce, 2 * MiB, 1);
+    req.rotation = 8;
+    const Plan plan = generate(router, req);
+    REQUIRE_THROWS_AS(sim::simulate(router, plan), sim::NotSymmetric);
+  }
+}
+
+TEST_CASE("a rotated plan holds its representatives' ops only and is not written out",
+          "[symmetry]") {
+  const topo::Topology t = small_cluster();
+  const topo::Router router(t);
+  PlanRequest req = request(Algorithm::ring, Collective::allreduce, 2 * MiB, 2);
+  const Plan all = generate(router, req);
+  req.rotation = 32;
+  const Plan one = generate(router, req);
+  CHECK(one.rotation == 32);
+  CHECK(one.num_ranks() == all.num_ranks());
+  CHECK(one.num_ops() * 4 == all.num_ops());
+  for (OpId op = 0; op < one.num_ops(); ++op) REQUIRE(one.rank(op) < 32);
+  std::ostringstream out;
+  CHECK_THROWS_AS(write_plan(out, one, &t), InputError);
+  // A rotation the plan itself does not have is a caller's error.
+  req.rotation = 5;
+  CHECK_THROWS_AS(generate(router, req), InternalError);
+}
