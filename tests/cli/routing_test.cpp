@@ -44,7 +44,7 @@ TEST_CASE("routing is ecmp by default and a wrong name is a usage error", "[cli]
   CHECK(bad.err.find("expected ecmp or shortest") != std::string::npos);
 }
 
-TEST_CASE("--symmetry runs one rank per orbit where routes allow, and says why where not",
+TEST_CASE("the symmetry flag runs one rank per orbit where routes allow, and says why not",
           "[cli][symmetry]") {
   const std::string args =
       "run --topology configs/dgx-h100.json --algo ring --size 8MiB --chunks 4 --no-wall ";
