@@ -228,13 +228,23 @@ int main(int argc, char** argv) {
           const auto t0 = std::chrono::steady_clock::now();
           const double c0 = cpu_seconds();
           sched::Plan plan;
+          sim::Result res;
+          double c1 = c0;
           try {
-            plan = sched::generate(router, r);
+            if (symmetry) {
+              // Generated while simulated, one rank per orbit where a rotation fits: one
+              // figure for both.
+              sim::Options o;
+              o.rank_symmetry = true;
+              res = sim::simulate(router, r, o);
+            } else {
+              plan = sched::generate(router, r);
+              c1 = cpu_seconds();
+              res = sim::simulate(router, plan);
+            }
           } catch (const InputError&) {
             continue;  // e.g. hier on a machine without servers
           }
-          const double c1 = cpu_seconds();
-          const sim::Result res = sim::simulate(router, plan);
           const double c2 = cpu_seconds();
           const double wall = seconds_since(t0);
           events += res.events;
@@ -304,7 +314,7 @@ int main(int argc, char** argv) {
     request.algorithm = *algorithm;
     request.size = parse_size(size_text);
     request.chunks = chunks;
-    if (!case_name.empty() && !whole && sched::streams(request, gpus)) {
+    if (!case_name.empty() && !whole && (sched::streams(request, gpus) || symmetry)) {
       // Generated while simulated, as the command line does: one figure for both.
       const auto [result, wall, cpu] =
           median_run(repeat, [&] { return sim::simulate(router, request, options); });

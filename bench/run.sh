@@ -6,7 +6,8 @@
 #   BIG=1 bench/run.sh [build-dir]      also the 131,072-GPU tree (~16 GiB)
 #   DETAIL=0 bench/run.sh [build-dir]   the targets table only
 #
-# Routing is ECMP, as the command line's default (bench_engine --routing shortest for the other).
+# Routing is ECMP, as the command line's default (bench_engine --routing shortest for the other),
+# except in the rows marked "shortest, symmetry".
 # Table 1, targets (issue 7): case, events, events/s, wall and CPU seconds (generate + simulate),
 # peak RSS, target, met. "CPU only" means the CPU time meets the wall target but the wall time
 # on this (shared) machine does not.
@@ -68,6 +69,21 @@ echo
 # 335 M ops, streamed: the plan never exists whole (about 16 GiB if it did).
 "$bench" --case "1024 GPUs (cluster-1024), ring, 1 GiB, k = 64" \
   --topology configs/cluster-1024.json --size 1GiB --chunks 64 --repeat 1 --max-wall 30
+# One rank per orbit (--symmetry, sim/rotation.hpp): with shortest-path routing, rotating the
+# ranks by one leaf group (32 servers, 256 GPUs) maps the fabric and the ring and hier plans onto
+# themselves, so 256 ranks stand for all; ECMP's per-pair hash breaks that symmetry (the rows
+# above). Times equal those of every rank simulated under the same routing.
+sym=(--routing shortest --symmetry --repeat 1)
+"$bench" --case "1024 GPUs (cluster-1024), ring, 1 GiB, k = 8, shortest, symmetry" \
+  --topology configs/cluster-1024.json --size 1GiB --chunks 8 "${sym[@]}" --max-wall 5 \
+  --max-mib 2048
+"$bench" --case "1024 GPUs (cluster-1024), ring, 1 GiB, k = 64, shortest, symmetry" \
+  --topology configs/cluster-1024.json --size 1GiB --chunks 64 "${sym[@]}" --max-wall 30
+"$bench" --case "4096 GPUs (cluster-4096), ring, 1 GiB, k = 1, shortest, symmetry" \
+  --topology "$(cluster 4096)" --size 1GiB --chunks 1 "${sym[@]}" --max-wall 5 --max-mib 1024
+"$bench" --case "16384 GPUs (cluster-16384), hier, 1 GiB, k = 8, shortest, symmetry" \
+  --topology "$(cluster 16384)" --algorithm hier --size 1GiB --chunks 8 "${sym[@]}" \
+  --max-wall 60
 if [[ ${BIG:-0} == 1 ]]; then
   "$bench" --case "131072 GPUs (cluster-131072), tree, 1 GiB, k = 8" \
     --topology "$(cluster 131072)" --algorithm tree --size 1GiB --chunks 8 --repeat 1 \

@@ -32,7 +32,7 @@ void gather_reduce(Builder& b, const Job& job, const std::vector<RankId>& receiv
       const Lanes lanes = Lanes::channel(i);
       for (RankId r = 0; r < p; ++r) {
         const RankId to = peer_to(r, i, p);
-        if (!receives[to]) continue;
+        if (!receives[to] || !b.touches(r, to)) continue;
         const Piece piece = piece_of(to, c);
         if (piece.bytes == 0) continue;
         const Region tmp = b.fresh_scratch(to, piece.bytes);
@@ -69,6 +69,7 @@ void scatter(Builder& b, const Job& job, const std::vector<RankId>& senders, Src
       const Lanes lanes = Lanes::channel(i);
       for (RankId r : senders) {
         const RankId to = peer_to(r, i, p);
+        if (!b.touches(r, to)) continue;
         b.move(r, src_of(r, to, chunks[c]), to, dst_of(r, to, chunks[c]), chunks[c].bytes, {},
                lanes, lanes);
       }
@@ -83,7 +84,7 @@ void direct(Builder& b, const Job& job) {
   if (p == 0) throw InternalError("direct: a job without ranks");  // generate refuses p = 0
   // Every rank with every peer, k chunks: two ops per transfer and, for the reducing
   // collectives, one reduction per transfer.
-  const std::uint64_t transfers = std::uint64_t{p} * (p - 1) * job.k;
+  const std::uint64_t transfers = std::uint64_t{b.plan().ranks_held()} * (p - 1) * job.k;
   b.plan().reserve(3 * transfers + p, 2 * transfers);
   std::vector<RankId> all(p);
   for (RankId r = 0; r < p; ++r) all[r] = r;

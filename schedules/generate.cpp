@@ -243,6 +243,22 @@ RankId rotation_unit(const topo::Router& router, const PlanRequest& req) {
   // buffer into p segments of k pieces, hier into k chunks of g segments of S pieces.
   const bool even = elements > 0 && elements % (std::uint64_t{p} * req.chunks) == 0;
   if (ring_family) return even ? 1 : 0;
+  if (req.algorithm == Algorithm::direct) {
+    // Channel i of every rank sends to the rank i + 1 further on: relative to the rank, so any
+    // rotation keeps it. The one-shot allreduce sends the same chunks from every rank, the
+    // allgather and alltoall pieces of n / p each; the reduce_scatter's segments must be equal.
+    switch (req.collective) {
+      case Collective::allreduce:
+      case Collective::allgather:
+      case Collective::alltoall:
+        return 1;
+      case Collective::reduce_scatter:
+        return elements % p == 0 ? 1 : 0;
+      case Collective::broadcast:
+      case Collective::reduce:
+        return 0;
+    }
+  }
   if (req.algorithm != Algorithm::hier || req.collective != Collective::allreduce || !even)
     return 0;
   std::vector<std::vector<RankId>> groups;

@@ -60,8 +60,9 @@ void generate(const topo::Router& router, const PlanRequest& request, Plan& plan
               std::function<void()> batch);
 // The smallest rotation of ranks that maps the plan for `request` onto itself, up to offsets in
 // buffers (which no time depends on), or 0 when there is none the generators can build: 1 for
-// the ring allreduce, reduce_scatter and allgather, g for hier allreduce on servers of g GPUs
-// holding consecutive ranks, and only when every piece has the same size. Whether the topology
+// the ring allreduce, reduce_scatter and allgather and g for hier allreduce on servers of g GPUs
+// holding consecutive ranks, when every piece has the same size; 1 for the direct allreduce,
+// allgather and alltoall, and reduce_scatter on equal segments. Whether the topology
 // is symmetric too is for the engine to find out (sim/rotation.hpp).
 RankId rotation_unit(const topo::Router& router, const PlanRequest& request);
 

@@ -1322,9 +1322,10 @@ Result simulate(const topo::Router& router, const sched::PlanRequest& request,
   if (options.observer != nullptr)
     return simulate(router, sched::generate(router, request), options);
   std::string refused;  // why the largest rotation tried does not fit
+  sched::RankId unit = 0;
   if (options.rank_symmetry && options.capacity.empty() && options.background.empty() &&
       !options.record_ops) {
-    const sched::RankId unit = sched::rotation_unit(router, request);
+    unit = sched::rotation_unit(router, request);
     const auto p = static_cast<sched::RankId>(
         request.ranks.empty() ? router.topology().gpus().size() : request.ranks.size());
     // The smallest rotation that maps the topology onto itself too; a refusal usually comes
@@ -1343,11 +1344,11 @@ Result simulate(const topo::Router& router, const sched::PlanRequest& request,
     }
     if (unit == 0)
       refused =
-          "only the ring allreduce, reduce_scatter and allgather and the hier allreduce (on "
-          "servers of consecutive ranks) have rotated plans, and only when every piece has "
-          "the same size";
+          "this plan has no rotated form: only ring (allreduce, reduce_scatter, allgather), "
+          "hier (allreduce, on servers of consecutive ranks) and direct (all but broadcast "
+          "and reduce) have one, and only when every rank's pieces have the same sizes";
   }
-  if (!refused.empty() && router.options().ecmp)
+  if (unit != 0 && !refused.empty() && router.options().ecmp)
     refused +=
         " (ECMP hashes each pair of ranks onto its own path, which a rotation rarely keeps; "
         "routing without it, --routing shortest, may)";

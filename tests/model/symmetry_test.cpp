@@ -30,15 +30,15 @@ std::string read(const char* name) {
   return s.str();
 }
 
-// configs/cluster-1024.json cut to 16 servers (128 GPUs) in 4 leaf groups of 4 servers, so
-// that the ring crosses a leaf group every 32 ranks.
-topo::Topology small_cluster() {
+// configs/cluster-1024.json cut to `servers` servers in leaf groups of `per_leaf` servers
+// (racks of 4), so that the ring crosses a leaf group every 8 * per_leaf ranks.
+topo::Topology small_cluster(int servers = 16, int per_leaf = 4) {
   auto d = nlohmann::json::parse(read("cluster-1024.json"));
-  d["name"] = "cluster-128";
-  d["servers"][0]["count"] = 16;
-  d["racks"][0]["count"] = 4;
-  d["fabric"]["servers_per_leaf"] = 4;
-  return topo::parse_topology(d.dump(), "cluster-128.json");
+  d["name"] = fmt::format("cluster-{}", 8 * servers);
+  d["servers"][0]["count"] = servers;
+  d["racks"][0]["count"] = (servers + 3) / 4;
+  d["fabric"]["servers_per_leaf"] = per_leaf;
+  return topo::parse_topology(d.dump(), "cluster.json");
 }
 
 topo::Topology config(const char* name) {
@@ -109,6 +109,28 @@ TEST_CASE("one rank per leaf group gives the run of every rank on a rail-optimis
   for (const std::uint32_t k : {1u, 2u})
     CHECK(check_same_run(router, request(Algorithm::hier, Collective::allreduce, 4 * MiB, k)) ==
           32);
+}
+
+TEST_CASE("every rank sending to every other at once shares spines as the rotation says",
+          "[symmetry]") {
+  // Four servers under four leaves: the 32 ranks' 992 flows cross the spines together.
+  const topo::Topology t = small_cluster(4, 1);
+  topo::RoutingOptions shortest;
+  const topo::Router router(t, shortest);
+  CHECK(check_same_run(router, request(Algorithm::direct, Collective::alltoall, 2 * MiB, 1)) == 8);
+}
+
+TEST_CASE("the direct schedules' channels rotate with their ranks", "[symmetry]") {
+  const topo::Topology t = config("dgx-h100.json");
+  const topo::Router router(t);
+  for (const Collective c : {Collective::allreduce, Collective::reduce_scatter,
+                             Collective::allgather, Collective::alltoall})
+    for (const std::uint32_t k : {1u, 4u})
+      CHECK(check_same_run(router, request(Algorithm::direct, c, 16 * MiB, k)) == 1);
+  // Segments of different sizes: rank r's reduce_scatter receives more than rank r + 1's.
+  CHECK(rotation_unit(
+            router, request(Algorithm::direct, Collective::reduce_scatter, 16 * MiB + 4, 1)) == 0);
+  CHECK(rotation_unit(router, request(Algorithm::direct, Collective::broadcast, 16 * MiB, 1)) == 0);
 }
 
 TEST_CASE("one rank stands for all on a single NVSwitch, and shared memories count every image",
