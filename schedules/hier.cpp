@@ -52,6 +52,21 @@ class StreamTails {
   std::vector<Tail> tails_;
 };
 
+// For each group, the indices i whose transfer to i + 1 puts an op in the plan: every index,
+// unless the plan holds some ranks only (Plan::rotation), where looping over every rank of every
+// group at every step would cost more than the ops themselves.
+std::vector<std::vector<std::uint32_t>> senders(const Builder& b,
+                                                const std::vector<std::vector<RankId>>& groups) {
+  std::vector<std::vector<std::uint32_t>> out(groups.size());
+  for (std::size_t grp = 0; grp < groups.size(); ++grp) {
+    const std::vector<RankId>& group = groups[grp];
+    const auto m = static_cast<std::uint32_t>(group.size());
+    for (std::uint32_t i = 0; i < m; ++i)
+      if (b.touches(group[i], group[(i + 1) % m])) out[grp].push_back(i);
+  }
+  return out;
+}
+
 // Ring reduce-scatter inside each of `groups` (disjoint, m ranks each), one step of every group
 // after the other. `piece(grp, j, c)`: segment j of chunk c in group grp; index i owns segment
 // i at the end, in its output. `own(i, piece)` is where index i's contribution lives; its first
@@ -65,6 +80,7 @@ std::vector<std::vector<std::vector<OpId>>> groups_reduce_scatter(
   const auto m = static_cast<std::uint32_t>(groups.front().size());
   std::vector<std::vector<std::vector<OpId>>> done(
       n, std::vector<std::vector<OpId>>(m, std::vector<OpId>(k, kNoOp)));
+  const auto active = senders(b, groups);
   struct Hold {
     Region where;
     OpId ready = kNoOp;
@@ -80,11 +96,11 @@ std::vector<std::vector<std::vector<OpId>>> groups_reduce_scatter(
     for (std::size_t grp = 0; grp < n; ++grp) {
       const std::vector<RankId>& group = groups[grp];
       for (std::uint32_t c = 0; c < k; ++c) {
-        for (std::uint32_t i = 0; i < m; ++i) {
+        for (const std::uint32_t i : active[grp]) {
           const std::uint32_t seg = (i + 2 * m - s - 1) % m;
           const std::uint32_t to = (i + 1) % m;
           const Piece piece = piece_of(grp, seg, c);
-          if (piece.bytes == 0 || !b.touches(group[i], group[to])) continue;
+          if (piece.bytes == 0) continue;
           const Hold& held = hold[grp][std::size_t{i} * k + c];
           const Region src = s == 0 ? own(i, piece) : held.where;
           if (s == 0) first = start(grp, i);
@@ -119,6 +135,7 @@ void groups_allgather(Builder& b, const std::vector<std::vector<RankId>>& groups
                       PieceOf piece_of, Start start, Arrived arrived, const Lanes& lanes) {
   const auto n = groups.size();
   const auto m = static_cast<std::uint32_t>(groups.front().size());
+  const auto active = senders(b, groups);
   // ready[grp][i * k + c]: the op after which index i holds what it forwards next of chunk c.
   std::vector<std::vector<OpId>> ready(n, std::vector<OpId>(std::size_t{m} * k, kNoOp));
   std::vector<std::vector<OpId>> next = ready;
@@ -128,11 +145,11 @@ void groups_allgather(Builder& b, const std::vector<std::vector<RankId>>& groups
     for (std::size_t grp = 0; grp < n; ++grp) {
       const std::vector<RankId>& group = groups[grp];
       for (std::uint32_t c = 0; c < k; ++c) {
-        for (std::uint32_t i = 0; i < m; ++i) {
+        for (const std::uint32_t i : active[grp]) {
           const std::uint32_t seg = (i + m - t) % m;
           const std::uint32_t to = (i + 1) % m;
           const Piece piece = piece_of(grp, seg, c);
-          if (piece.bytes == 0 || !b.touches(group[i], group[to])) continue;
+          if (piece.bytes == 0) continue;
           if (t == 0) first = start(grp, i, c);
           const std::span<const OpId> deps =
               t == 0 ? std::span<const OpId>(first)

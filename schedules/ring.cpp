@@ -48,6 +48,16 @@ class Holdings {
   std::vector<Holding> all_;
 };
 
+// The ranks whose send to the next rank puts an op in the plan, in rank order: every rank,
+// unless the plan holds some ranks only (Plan::rotation), whose ring steps then cost O(held)
+// instead of O(p).
+std::vector<RankId> ring_senders(const Builder& b, RankId p) {
+  std::vector<RankId> out;
+  for (RankId r = 0; r < p; ++r)
+    if (b.touches(r, r + 1 == p ? 0 : r + 1)) out.push_back(r);
+  return out;
+}
+
 // Reduce-scatter around the ring. At step s rank r sends segment (r - s - shift) to r + 1,
 // which adds its own input. The owner of segment j at the end is rank j - 1 + shift.
 // `final_region(rank, seg, piece)` says where the finished sum of `piece` (a chunk of segment
@@ -63,16 +73,18 @@ Holdings ring_reduce_scatter(Builder& b, const Job& job, RankId shift, bool part
 
   Holdings hold(p, job.k);
   Holdings next(p, job.k);
+  const std::vector<RankId> senders = ring_senders(b, p);
   for (RankId s = 0; s + 1 < p; ++s) {
     const bool last = s + 2 == p;
     next.clear();
     for (std::uint32_t c = 0; c < job.k; ++c) {
-      // seg and to step with r: no division per transfer (it showed at 4096 ranks).
-      RankId seg = mod(-std::int64_t{s} - shift, p);
-      for (RankId r = 0; r < p; ++r, seg = seg + 1 == p ? 0 : seg + 1) {
+      // No division per transfer (it showed at 4096 ranks).
+      const RankId first = mod(-std::int64_t{s} - shift, p);
+      for (const RankId r : senders) {
+        const RankId seg = first + r < p ? first + r : first + r - p;
         const RankId to = r + 1 == p ? 0 : r + 1;
         const Piece piece = chunks[std::size_t{seg} * job.k + c];
-        if (piece.bytes == 0 || !b.touches(r, to)) continue;
+        if (piece.bytes == 0) continue;
         const Region src = s == 0 ? Region{BufferId::input, piece.offset} : hold.at(r, c).where;
         const Region tmp = b.fresh_scratch(to, piece.bytes);
         const OpId arrived =
@@ -99,14 +111,16 @@ void ring_allgather_phase(Builder& b, const Job& job, RankId lead, Holdings hold
   const std::vector<Piece> chunks = chunk_pieces(segs, job);
   const Lanes lanes = job.pipelined ? Lanes::channel(0) : Lanes::single();
   Holdings next(p, job.k);
+  const std::vector<RankId> senders = ring_senders(b, p);
   for (RankId t = 0; t + 1 < p; ++t) {
     next.clear();
     for (std::uint32_t c = 0; c < job.k; ++c) {
-      RankId seg = mod(std::int64_t{lead} - t, p);
-      for (RankId r = 0; r < p; ++r, seg = seg + 1 == p ? 0 : seg + 1) {
+      const RankId first = mod(std::int64_t{lead} - t, p);
+      for (const RankId r : senders) {
+        const RankId seg = first + r < p ? first + r : first + r - p;
         const RankId to = r + 1 == p ? 0 : r + 1;
         const Piece piece = chunks[std::size_t{seg} * job.k + c];
-        if (piece.bytes == 0 || !b.touches(r, to)) continue;
+        if (piece.bytes == 0) continue;
         const Region dst{BufferId::output, piece.offset};
         const OpId arrived = b.move(r, hold.at(r, c).where, to, dst, piece.bytes,
                                     {hold.at(r, c).ready}, lanes, lanes);
