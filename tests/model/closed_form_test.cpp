@@ -96,3 +96,36 @@ TEST_CASE("engine equals the closed form at large rank counts", "[model]") {
 TEST_CASE("engine equals the closed form for a 1024-rank ring", "[model]") {
   check(Algorithm::ring, Collective::allreduce, 1024, 1, Bytes{1024} * 4 * 4, 1);
 }
+
+// One rank per orbit (sim/rotation.hpp): on the uniform machine every rotation maps the ring
+// and direct plans onto themselves, so rank 0 alone stands for all and must give the closed form.
+TEST_CASE("one rank for all equals the closed form on uniform machines", "[model][symmetry]") {
+  for (const Case& c : kCases)
+    for (RankId p : {2u, 8u, 64u, 1024u})
+      for (Algorithm a : {Algorithm::ring, Algorithm::direct})
+        for (Collective coll :
+             {Collective::allreduce, Collective::reduce_scatter, Collective::allgather}) {
+          // The machine's links come from the whole plan: one large case is enough.
+          if (p > 64 && (a != Algorithm::ring || coll != Collective::allreduce || &c != &kCases[0]))
+            continue;
+          PlanRequest req;
+          req.algorithm = a;
+          req.collective = coll;
+          req.chunks = 4;
+          req.size = Bytes{p} * 4 * 4 * 8;
+          INFO(to_string(a) << " " << to_string(coll) << " p=" << p << " " << c.name);
+          topo::Topology t = test::uniform_gpus(p, c.costs);
+          {
+            topo::finalize(t);
+            topo::Router router(t);
+            test::link_plan_pairs(t, generate(router, req), c.costs);
+          }
+          topo::finalize(t);
+          topo::Router router(t);
+          sim::Options o;
+          o.rank_symmetry = true;
+          const sim::Result r = sim::simulate(router, req, o);
+          CHECK(r.rotation == 1);
+          CHECK(r.time == Approx(closed_form(req, p, c.costs)).epsilon(1e-9));
+        }
+}
