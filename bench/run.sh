@@ -84,6 +84,9 @@ sym=(--routing shortest --symmetry --repeat 1)
 "$bench" --case "16384 GPUs (cluster-16384), hier, 1 GiB, k = 8, shortest, symmetry" \
   --topology "$(cluster 16384)" --algorithm hier --size 1GiB --chunks 8 "${sym[@]}" \
   --max-wall 60
+# Inside one NVSwitch server every rotation fits: ring and direct run one rank for all eight.
+"$bench" --case "8-GPU sweep (dgx-h100), symmetry" --sweep --topology configs/dgx-h100.json \
+  --chunks 8 --max-wall 0.001 --symmetry
 if [[ ${BIG:-0} == 1 ]]; then
   "$bench" --case "131072 GPUs (cluster-131072), tree, 1 GiB, k = 8" \
     --topology "$(cluster 131072)" --algorithm tree --size 1GiB --chunks 8 --repeat 1 \
