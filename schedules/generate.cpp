@@ -199,8 +199,10 @@ std::string why_not(const PlanRequest& req, RankId p) {
         transfers = 2 * P;
         break;
     }
-    // Two ops per transfer, up to two staging copies, and about one reduction.
-    const double ops = 5 * transfers;
+    // Two ops per transfer, up to two staging copies, and about one reduction; a rotated plan
+    // holds the ops of rotation ranks of p.
+    const double held = req.rotation != 0 ? static_cast<double>(req.rotation) / P : 1.0;
+    const double ops = 5 * transfers * held;
     if (ops > 4e9)
       return "the plan would hold about " + std::to_string(static_cast<long long>(ops)) +
              " ops, beyond the 2^32 a plan can address; use fewer chunks (--chunks) or ranks";
@@ -233,7 +235,10 @@ RankId rotation_unit(const topo::Router& router, const PlanRequest& req) {
   const topo::Topology& t = router.topology();
   const std::vector<topo::NodeId> ranks = req.ranks.empty() ? t.gpus() : req.ranks;
   const auto p = static_cast<RankId>(ranks.size());
-  if (p < 2 || !why_not(req, p).empty()) return 0;
+  // The op count of a rotated plan is checked when it is generated, with its rotation.
+  PlanRequest smallest = req;
+  smallest.rotation = 1;
+  if (p < 2 || !why_not(smallest, p).empty()) return 0;
   const std::uint64_t elements = req.size / dtype_size(req.dtype);
   const bool ring_family =
       req.algorithm == Algorithm::ring &&
@@ -352,7 +357,8 @@ void generate(const topo::Router& router, const PlanRequest& req, Plan& plan,
       break;
     case Algorithm::hier: {
       const std::vector<std::vector<RankId>> groups = server_groups(t, plan.rank_gpu);
-      if (const double ops = 5 * hier_transfers(p, static_cast<double>(groups.size()), req.chunks);
+      if (const double ops = 5 * hier_transfers(p, static_cast<double>(groups.size()), req.chunks) *
+                             plan.ranks_held() / p;
           ops > 4e9)
         throw InputError("", "--algo hier",
                          "the plan would hold about " +

@@ -92,7 +92,11 @@ std::vector<std::vector<std::vector<OpId>>> groups_reduce_scatter(
   std::vector<OpId> first;
   for (std::uint32_t s = 0; s + 1 < m; ++s) {
     const bool last = s + 2 == m;
-    for (auto& row : next) std::fill(row.begin(), row.end(), Hold{});
+    // Only the entries this step writes: at a rotated plan's scale, clearing every rank's
+    // entries at every step cost more than the ops.
+    for (std::size_t grp = 0; grp < n; ++grp)
+      for (const std::uint32_t i : active[grp])
+        std::fill_n(next[grp].begin() + std::size_t{(i + 1) % m} * k, k, Hold{});
     for (std::size_t grp = 0; grp < n; ++grp) {
       const std::vector<RankId>& group = groups[grp];
       for (std::uint32_t c = 0; c < k; ++c) {
@@ -141,7 +145,9 @@ void groups_allgather(Builder& b, const std::vector<std::vector<RankId>>& groups
   std::vector<std::vector<OpId>> next = ready;
   std::vector<OpId> first;
   for (std::uint32_t t = 0; t + 1 < m; ++t) {
-    for (auto& row : next) std::fill(row.begin(), row.end(), kNoOp);
+    for (std::size_t grp = 0; grp < n; ++grp)
+      for (const std::uint32_t i : active[grp])
+        std::fill_n(next[grp].begin() + std::size_t{(i + 1) % m} * k, k, kNoOp);
     for (std::size_t grp = 0; grp < n; ++grp) {
       const std::vector<RankId>& group = groups[grp];
       for (std::uint32_t c = 0; c < k; ++c) {
