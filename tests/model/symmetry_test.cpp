@@ -212,3 +212,11 @@ TEST_CASE("a rotated plan holds its representatives' ops only and is not written
   req.rotation = 5;
   CHECK_THROWS_AS(generate(router, req), InternalError);
 }
+
+TEST_CASE("a rotated plan's op limit counts the ranks it holds", "[symmetry]") {
+  // 30,000 ranks in a ring: 9e9 ops in all, beyond what a plan addresses; 300 of them hold 1 %.
+  PlanRequest req = request(Algorithm::ring, Collective::allreduce, Bytes{30000} * 4, 1);
+  CHECK(why_not(req, 30000).find("2^32") != std::string::npos);
+  req.rotation = 300;
+  CHECK(why_not(req, 30000).empty());
+}
