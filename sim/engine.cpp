@@ -152,13 +152,8 @@ class Engine {
   // links of earlier routes, their flows and shared links gain the new representatives.
   void share_routes();
   void add_uses(FlowId f, const FlatRoute& route) {
-    if (rotation_) {
-      for (std::uint32_t i = route.share_begin; i < route.share_end; ++i)
-        use(f, shared_links_[i], 1.0);
-      return;
-    }
     for (std::uint32_t i = route.share_begin; i < route.share_end; ++i)
-      flows_.add_use(f, shared_links_[i], 1.0);
+      use(f, shared_links_[i], 1.0);
   }
   // A flow of a rotated plan uses the representative of each resource's orbit, once for every
   // image of it that crosses the resource (sim/rotation.hpp).
