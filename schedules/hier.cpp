@@ -86,17 +86,13 @@ std::vector<std::vector<std::vector<OpId>>> groups_reduce_scatter(
     OpId ready = kNoOp;
   };
   // hold[grp][i * k + c]: where index i of group grp holds its partial sum of chunk c.
-  // Two arrays reused step after step: no allocation per group and step.
+  // Two arrays reused step after step: no allocation per group and step, and no clearing, since
+  // a step writes every entry the next one reads (the same piece; an empty one neither does).
   std::vector<std::vector<Hold>> hold(n, std::vector<Hold>(std::size_t{m} * k));
   std::vector<std::vector<Hold>> next = hold;
   std::vector<OpId> first;
   for (std::uint32_t s = 0; s + 1 < m; ++s) {
     const bool last = s + 2 == m;
-    // Only the entries this step writes: at a rotated plan's scale, clearing every rank's
-    // entries at every step cost more than the ops.
-    for (std::size_t grp = 0; grp < n; ++grp)
-      for (const std::uint32_t i : active[grp])
-        std::fill_n(next[grp].begin() + std::size_t{(i + 1) % m} * k, k, Hold{});
     for (std::size_t grp = 0; grp < n; ++grp) {
       const std::vector<RankId>& group = groups[grp];
       for (std::uint32_t c = 0; c < k; ++c) {
@@ -140,14 +136,12 @@ void groups_allgather(Builder& b, const std::vector<std::vector<RankId>>& groups
   const auto n = groups.size();
   const auto m = static_cast<std::uint32_t>(groups.front().size());
   const auto active = senders(b, groups);
-  // ready[grp][i * k + c]: the op after which index i holds what it forwards next of chunk c.
+  // ready[grp][i * k + c]: the op after which index i holds what it forwards next of chunk c;
+  // written by each step for the next, like hold above, and never cleared.
   std::vector<std::vector<OpId>> ready(n, std::vector<OpId>(std::size_t{m} * k, kNoOp));
   std::vector<std::vector<OpId>> next = ready;
   std::vector<OpId> first;
   for (std::uint32_t t = 0; t + 1 < m; ++t) {
-    for (std::size_t grp = 0; grp < n; ++grp)
-      for (const std::uint32_t i : active[grp])
-        std::fill_n(next[grp].begin() + std::size_t{(i + 1) % m} * k, k, kNoOp);
     for (std::size_t grp = 0; grp < n; ++grp) {
       const std::vector<RankId>& group = groups[grp];
       for (std::uint32_t c = 0; c < k; ++c) {

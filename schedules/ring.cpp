@@ -35,17 +35,13 @@ struct Holding {
 };
 
 // One Holding per (rank, chunk), in one array: a step builds the next from the last, and two
-// arrays reused step after step cost no allocation per rank and step.
+// arrays reused step after step cost no allocation per rank and step. Entries are never
+// cleared: a step writes the entry of every piece the next step reads (the same piece, so an
+// empty one is skipped by both), and what a rank not in the plan holds is never used.
 class Holdings {
  public:
   Holdings(RankId p, std::uint32_t k) : k_(k), all_(std::size_t{p} * k) {}
   Holding& at(RankId r, std::uint32_t c) { return all_[std::size_t{r} * k_ + c]; }
-  // Before a step refills it: a piece of no bytes is skipped and leaves its entry empty. Only
-  // the entries of the receivers of `senders` are written, so only they need clearing.
-  void clear(const std::vector<RankId>& senders, RankId p) {
-    for (const RankId r : senders)
-      std::fill_n(all_.begin() + std::size_t{r + 1 == p ? 0 : r + 1} * k_, k_, Holding{});
-  }
 
  private:
   std::uint32_t k_;
@@ -80,7 +76,6 @@ Holdings ring_reduce_scatter(Builder& b, const Job& job, RankId shift, bool part
   const std::vector<RankId> senders = ring_senders(b, p);
   for (RankId s = 0; s + 1 < p; ++s) {
     const bool last = s + 2 == p;
-    next.clear(senders, p);
     for (std::uint32_t c = 0; c < job.k; ++c) {
       // No division per transfer (it showed at 4096 ranks).
       const RankId first = mod(-std::int64_t{s} - shift, p);
@@ -117,7 +112,6 @@ void ring_allgather_phase(Builder& b, const Job& job, RankId lead, Holdings hold
   Holdings next(p, job.k);
   const std::vector<RankId> senders = ring_senders(b, p);
   for (RankId t = 0; t + 1 < p; ++t) {
-    next.clear(senders, p);
     for (std::uint32_t c = 0; c < job.k; ++c) {
       const RankId first = mod(std::int64_t{lead} - t, p);
       for (const RankId r : senders) {

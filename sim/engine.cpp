@@ -639,14 +639,11 @@ std::uint32_t Engine::resolve(OpId op) {
     // ECMP, when the router does it, keeps one path per (sender, receiver) pair.
     const auto key = [](RankId a, RankId b) { return std::uint64_t{a} << 32 | b; };
     index = lookup(endpoint(r, from), endpoint(peer, to), key(r, peer), op);
-    if (rotation_ && flat_routes_.size() != known) {
-      const RankId p = plan_.num_ranks(), s = rotation_->shift();
+    if (rotation_ && flat_routes_.size() != known)
       rotation_->add_route([&](RankId i) -> const topo::Route& {
-        const RankId a = static_cast<RankId>((r + std::uint64_t{i} * s) % p);
-        const RankId b = static_cast<RankId>((peer + std::uint64_t{i} * s) % p);
+        const RankId a = rotation_->moved(r, i), b = rotation_->moved(peer, i);
         return router_.route(endpoint(a, from), endpoint(b, to), key(a, b));
       });
-    }
     return index;
   }
   const bool d2h = rec(op).copy == CopyKind::d2h;
@@ -655,13 +652,11 @@ std::uint32_t Engine::resolve(OpId op) {
     return d2h ? std::pair{gpu, topo_.host_cpu(gpu)} : std::pair{topo_.host_cpu(gpu), gpu};
   };
   index = lookup(ends(r).first, ends(r).second, 0, op);
-  if (rotation_ && flat_routes_.size() != known) {
-    const RankId p = plan_.num_ranks(), s = rotation_->shift();
+  if (rotation_ && flat_routes_.size() != known)
     rotation_->add_route([&](RankId i) -> const topo::Route& {
-      const auto [a, b] = ends(static_cast<RankId>((r + std::uint64_t{i} * s) % p));
+      const auto [a, b] = ends(rotation_->moved(r, i));
       return router_.route(a, b, 0);
     });
-  }
   return index;
 }
 

@@ -33,7 +33,7 @@ Rotation::Rotation(const topo::Router& router, const sched::Plan& plan, const Re
   std::vector<std::int32_t> server_preimage(topo_.servers().size(), topo::kNone);
   std::vector<ResourceId> nodes;
   for (RankId r = 0; r < p; ++r) {
-    const RankId q = (r + shift_) % p;
+    const RankId q = moved(r, 1);
     const NodeId ga = plan.rank_gpu[r], gb = plan.rank_gpu[q];
     const topo::Node& a = topo_.node(ga);
     const topo::Node& b = topo_.node(gb);
@@ -75,7 +75,7 @@ void Rotation::add_host_memcpy() {
   const RankId p = static_cast<RankId>(rank_gpu_.size());
   for (RankId r = 0; r < p; ++r) {
     const NodeId ca = topo_.host_cpu(rank_gpu_[r]);
-    const NodeId cb = topo_.host_cpu(rank_gpu_[(r + shift_) % p]);
+    const NodeId cb = topo_.host_cpu(rank_gpu_[moved(r, 1)]);
     maps_to(map_.memcpy(ca), map_.memcpy(cb));
   }
   for (RankId r = 0; r < p; ++r) close(map_.memcpy(topo_.host_cpu(rank_gpu_[r])));

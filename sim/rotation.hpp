@@ -45,6 +45,10 @@ class Rotation {
 
   sched::RankId shift() const { return shift_; }
   sched::RankId orbit_size() const { return m_; }  // p / shift
+  // Rank `r` moved by i * shift.
+  sched::RankId moved(sched::RankId r, sched::RankId i) const {
+    return static_cast<sched::RankId>((r + std::uint64_t{i} * shift_) % rank_gpu_.size());
+  }
 
   // Adds the route of a flow and of its images: image(i) is the route of the flow moved by
   // i * shift, for i in [0, m). Throws NotSymmetric when the images disagree with π so far.
