@@ -252,6 +252,17 @@ class FlowModel {
   static constexpr unsigned kMaxGrowth = 16;
   static constexpr std::size_t kMaxRegionFlows = 4096;
   static constexpr double kTolerance = 1e-9;
+  // Prefetch passes, one per level of indirection, so that the misses of a level overlap
+  // instead of each waiting for the one before (see fill_region()).
+  void prefetch_entries(const std::vector<ResourceId>& resources) const;
+  void prefetch_listed_flows(const std::vector<ResourceId>& resources) const;
+  void prefetch_uses_of(const std::vector<FlowId>& flows) const;
+  void prefetch_resources_of(const std::vector<FlowId>& flows) const;
+  void prefetch_resource(ResourceId r) const {
+    const char* p = reinterpret_cast<const char*>(&res_[r]);
+    collsim::prefetch(p);
+    collsim::prefetch(p + 64);
+  }
   void new_epoch();
   void reshare(double now);  // start/release: the region, or the component
   void reshare_component(double now);
