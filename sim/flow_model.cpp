@@ -114,7 +114,6 @@ void FlowModel::flush(double now) {
   const std::uint32_t first = epoch_ + 1;
   flushed_.clear();
   flushed_res_.clear();
-  if (listed_.size() < flows_.size()) listed_.resize(flows_.size(), 0);
   std::vector<ResourceId> pending;
   pending.swap(pending_seeds_);
   pending_groups_.push_back(static_cast<std::uint32_t>(pending.size()));
@@ -126,8 +125,8 @@ void FlowModel::flush(double now) {
     reshare(now);
     // A flow two regions re-timed is scheduled once, with its last completion time.
     for (FlowId f : rescheduled_)
-      if (!listed_[f]) {
-        listed_[f] = 1;
+      if (!flows_[f].listed) {
+        flows_[f].listed = true;
         flushed_.push_back(f);
       }
     if (report_touched_)
@@ -136,7 +135,7 @@ void FlowModel::flush(double now) {
   pending_groups_.clear();
   pending.clear();
   pending_seeds_.swap(pending);  // keeps its capacity
-  for (FlowId f : flushed_) listed_[f] = 0;
+  for (FlowId f : flushed_) flows_[f].listed = false;
   rescheduled_.swap(flushed_);
   comp_res_.clear();
   if (report_touched_) {

@@ -164,6 +164,9 @@ class FlowModel {
     bool scheduled = false;
     bool frozen = false;
     bool reserved = false;  // running alone, out of its resources' lists (reservable())
+    // Already in flush()'s list of rescheduled flows. Here, not in an array by flow id: the
+    // record is in the cache when the flag is read, and at 100,000 GPUs that array was not.
+    bool listed = false;
     std::vector<Use> uses;
   };
   // The weight is copied here: a scan of a resource's flows then reads each flow's record but
@@ -291,7 +294,6 @@ class FlowModel {
   std::vector<std::uint32_t> pending_groups_;  // where each one's seeds begin
   std::vector<FlowId> flushed_;                // flush(): rescheduled by its regions so far
   std::vector<ResourceId> flushed_res_;        // and (observers) the resources they re-shared
-  std::vector<std::uint8_t> listed_;           // by FlowId: already in flushed_
   std::uint32_t epoch_ = 0;
   bool report_touched_ = false;
   bool local_ = true;
