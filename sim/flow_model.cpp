@@ -13,6 +13,8 @@ void FlowModel::reset(std::vector<double> capacity) {
   res_.assign(capacity.size(), Resource{});
   for (std::size_t r = 0; r < capacity.size(); ++r) res_[r].capacity = capacity[r];
   epoch_ = 0;
+  skip_ = 0;
+  running_ = 0;
 }
 
 FlowId FlowModel::create() {
@@ -122,6 +124,10 @@ void FlowModel::flush(double now) {
     for (std::uint32_t i = pending_groups_[g]; i < pending_groups_[g + 1]; ++i)
       if (epoch_ < first || !reshared_since(pending[i], first)) seeds_.push_back(pending[i]);
     if (seeds_.empty()) continue;
+    // Each region's own reschedulings: kept from one region to the next, the list grew with the
+    // instant and the scan below was quadratic in its arrivals (65,536 at once on the
+    // 131,072-GPU tree's first instant).
+    rescheduled_.clear();
     reshare(now);
     // A flow two regions re-timed is scheduled once, with its last completion time.
     for (FlowId f : rescheduled_)
@@ -168,6 +174,7 @@ void FlowModel::start(FlowId f, double bytes, double now) {
     return;
   }
   stats_.held += flow.uses.size();
+  ++running_;
   if (const double bound = reservable(flow); bound > 0) {
     // Alone on every resource: what the slack path below would do, without the lists.
     for (const Use& use : flow.uses) {
@@ -226,6 +233,7 @@ void FlowModel::release(FlowId f, double now, bool completed) {
   if (!completed && flow.rate > 0 && flow.rate < kUnlimited)
     flow.remaining -= flow.rate * (now - flow.last);
   const double drained = completed ? flow.bytes : std::max(0.0, flow.bytes - flow.remaining);
+  if (flow.bytes > 0) --running_;
   if (flow.reserved) {
     // What the path below does for a flow alone on every resource.
     for (const Use& use : flow.uses) {
@@ -515,11 +523,14 @@ bool FlowModel::fill_region() {
     }
     return true;
   }
+  std::size_t work = 0;  // flows filled, summed over the region's fillings
   for (unsigned growth = 0;; ++growth) {
     fill();
+    work += comp_flows_.size();
     const Check check = check_region();
     if (check == Check::settled) return true;
-    if (check == Check::too_wide || growth == kMaxGrowth || comp_flows_.size() > kMaxRegionFlows) {
+    const bool long_cascade = growth >= kMaxGrowth || comp_flows_.size() > kMaxRegionFlows;
+    if (check == Check::too_wide || (long_cascade && kComponentRatio * work >= running_)) {
       ++stats_.fallbacks;
       return false;
     }

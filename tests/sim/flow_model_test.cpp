@@ -394,6 +394,53 @@ TEST_CASE("regions re-share exactly what whole components do, on a large random 
   CHECK(fallbacks > 0);  // some regions grew too wide and were filled as their component
 }
 
+TEST_CASE("a long cascade is followed as a region while the running flows dwarf it", "[sim]") {
+  // A chain of resources of rising capacity, flow i across resources i and i + 1: levels pair
+  // up along the chain, and the first flow's departure moves every rate after it, one more flow
+  // per check. Alone, the chain is its own component, and a region that has grown 16 times falls
+  // back to it. Beside thousands of running flows, which its component could have held, the
+  // region follows the cascade to its end: on a 100,000-GPU tree such a fallback filled a
+  // component of 180,000 flows for a cascade of a hundred.
+  constexpr std::size_t kChain = 40;
+  for (const std::size_t others : {std::size_t{0}, std::size_t{20000}}) {
+    INFO(others << " other flows");
+    std::vector<double> cap(kChain + others, 1.0);
+    for (std::size_t i = 0; i < kChain; ++i) cap[i] = 1.0 + 0.01 * static_cast<double>(i);
+    FlowModel m;
+    m.reset(cap);
+    std::vector<Uses> uses;
+    for (std::size_t i = 0; i + 1 < kChain; ++i) {
+      const auto r = static_cast<ResourceId>(i);
+      uses.push_back({{r, 1.0}, {r + 1, 1.0}});
+      REQUIRE(start_flow(m, {{r, 1.0}, {r + 1, 1.0}}, 1e9, 0.0) == i);
+    }
+    for (std::size_t i = 0; i < others; ++i)
+      start_flow(m, {{static_cast<ResourceId>(kChain + i), 1.0}}, 1e9, 0.0);
+    const SharingStats before = m.stats();
+    m.release(0, 1.0, false);
+    std::vector<bool> active(uses.size(), true);
+    active[0] = false;
+    const auto expected =
+        reference_rates(std::vector<double>(cap.begin(), cap.begin() + kChain), uses, active);
+    std::size_t moved = 0;
+    for (FlowId f = 1; f < uses.size(); ++f) {
+      INFO("flow " << f);
+      CHECK(m.rate(f) == Approx(expected[f]).epsilon(1e-9));
+      moved +=
+          std::find(m.rescheduled().begin(), m.rescheduled().end(), f) != m.rescheduled().end();
+    }
+    CHECK(moved > 30);  // the cascade ran down the chain
+    const std::uint64_t fallbacks = m.stats().fallbacks - before.fallbacks;
+    const std::uint64_t refills = m.stats().refills - before.refills;
+    if (others == 0) {
+      CHECK(fallbacks == 1);
+    } else {
+      CHECK(fallbacks == 0);
+      CHECK(refills > 16);
+    }
+  }
+}
+
 TEST_CASE("deferred sharing: each instant's flush gives max-min from scratch", "[sim]") {
   // Several arrivals and departures per instant, as the engine batches them, on fabrics small
   // enough for a from-scratch reference and with few distinct capacities, so that one instant's
