@@ -1190,9 +1190,13 @@ void Engine::advance() {
     }
     if ((events_ & kProgressEvery) == 0 && options_.progress) options_.progress(events_, now_);
     if (stale_events_ > kMinSweep && stale_events_ > queue_.size() / 2) {
-      queue_.remove_if([&](const Event& ev) {
-        return ev.kind() == EventKind::flow_done && ev.version != flows_.version(ev.id);
-      });
+      queue_.remove_if(
+          [&](const Event& ev) {
+            return ev.kind() == EventKind::flow_done && ev.version != flows_.version(ev.id);
+          },
+          [&](const Event& ev) {
+            if (ev.kind() == EventKind::flow_done) flows_.prefetch_flow(ev.id);
+          });
       stale_events_ = 0;
     }
   }

@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "topology/prefetch.hpp"
+
 namespace collsim::sim {
 
 enum class EventKind : std::uint8_t {
@@ -69,10 +71,28 @@ class EventQueue {
   // Drops every event for which `stale(event)` holds, keeping the order of the rest. The engine
   // calls it when superseded flow events outnumber live ones: without it, a large sharing
   // component that re-times all its flows at every arrival fills memory with dead events.
-  template <typename Stale>
-  void remove_if(Stale stale) {
+  //
+  // `hint(event)` is called a few buckets ahead of `stale(event)`, to prefetch what that will
+  // read: a sweep visits every bucket, each a miss of its own once the queue outgrows the caches.
+  template <typename Stale, typename Hint>
+  void remove_if(Stale stale, Hint hint) {
+    constexpr std::size_t kRecordAhead = 12, kItemsAhead = 6, kHintAhead = 3;
+    const std::size_t n = heap_.size();
     std::size_t kept = 0;
-    for (const Key& key : heap_) {
+    for (std::size_t k = 0; k < n; ++k) {
+      if (k + kRecordAhead < n) collsim::prefetch(&buckets_[heap_[k + kRecordAhead].bucket]);
+      if (k + kItemsAhead < n) {
+        const Bucket& ahead = buckets_[heap_[k + kItemsAhead].bucket];
+        if (ahead.head < ahead.items.size()) collsim::prefetch(ahead.items.data() + ahead.head);
+      }
+      if (k + kHintAhead < n) {
+        const Bucket& ahead = buckets_[heap_[k + kHintAhead].bucket];
+        if (ahead.head < ahead.items.size()) {
+          const Item& item = ahead.items[ahead.head];
+          hint(Event{ahead.time_bits, item.seq_kind, item.id, item.version});
+        }
+      }
+      const Key key = heap_[k];
       Bucket& bucket = buckets_[key.bucket];
       std::size_t out = 0;
       for (std::size_t i = bucket.head; i < bucket.items.size(); ++i) {
@@ -100,6 +120,11 @@ class EventQueue {
     heap_.resize(kept);
     for (std::size_t i = kept / 4 + 1; i-- > 0;)
       if (i < kept) sift_down(i, heap_[i]);
+  }
+
+  template <typename Stale>
+  void remove_if(Stale stale) {
+    remove_if(stale, [](const Event&) {});
   }
 
   // The time of the earliest event; the queue must not be empty.

@@ -378,6 +378,7 @@ double FlowModel::busy_time(ResourceId r, double now) const {
 void FlowModel::add_to_component(ResourceId r) {
   res_[r].stamp = epoch_;
   comp_res_.push_back(r);
+  if (!res_[r].flows.empty()) collsim::prefetch(res_[r].flows.data());  // for fill()
 }
 
 double FlowModel::lowest_by_scan(ResourceId& bottleneck) const {
@@ -542,10 +543,16 @@ void FlowModel::fill() {
   // Flows outside the set (a region's neighbours) keep their rates: each resource offers the
   // set what they leave. A component has no flow outside it on its resources.
   stats_.filled += comp_flows_.size();
-  prefetch_entries(comp_res_);
-  prefetch_listed_flows(comp_res_);
-  for (ResourceId r : comp_res_) {
-    Resource& res = res_[r];
+  // The entries were prefetched as each resource joined (add_to_component); the flows they list
+  // are prefetched kFlowsAhead resources before the loop reaches them.
+  constexpr std::size_t kFlowsAhead = 4;
+  const std::size_t n = comp_res_.size();
+  for (std::size_t i = 0; i < std::min(n, kFlowsAhead); ++i)
+    for (const Entry& e : res_[comp_res_[i]].flows) prefetch_flow(e.flow);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i + kFlowsAhead < n)
+      for (const Entry& e : res_[comp_res_[i + kFlowsAhead]].flows) prefetch_flow(e.flow);
+    Resource& res = res_[comp_res_[i]];
     res.remaining = res.capacity;
     res.unfrozen = 0;
     res.weight_sum = 0;
