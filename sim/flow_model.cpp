@@ -557,15 +557,21 @@ void FlowModel::fill() {
     res.unfrozen = 0;
     res.weight_sum = 0;
     res.level = kUnlimited;
+    res.outside_fastest = 0;
+    res.outsiders = false;
+    res.outside_bottlenecked = false;
     for (const Entry& e : res.flows) {
       const Flow& flow = flows_[e.flow];
       const double weight = e.weight;
       if (flow.stamp == epoch_) {
         ++res.unfrozen;
         res.weight_sum += weight;
-      } else if (flow.rate < kUnlimited) {
-        res.remaining -= weight * flow.rate;
+        continue;
       }
+      if (flow.rate < kUnlimited) res.remaining -= weight * flow.rate;
+      res.outside_fastest = std::max(res.outside_fastest, flow.rate);
+      res.outsiders = true;
+      res.outside_bottlenecked = res.outside_bottlenecked || flow.bottleneck == comp_res_[i];
     }
     res.fair = fair_share(res);
   }
@@ -635,6 +641,10 @@ FlowModel::Check FlowModel::check_region() {
   joining_.clear();
   for (ResourceId r : comp_res_) {
     const Resource& res = res_[r];
+    // Nobody to join here: no outside flow faster than the level, none bottlenecked here.
+    const bool maybe_above =
+        res.level < kUnlimited && res.outside_fastest > res.level * (1 + kTolerance);
+    if (!res.outsiders || !(maybe_above || res.outside_bottlenecked)) continue;
     double load = 0;
     double fastest = 0;
     bool outsiders = false;

@@ -192,10 +192,17 @@ class FlowModel {
     // fair_share(*this), kept up to date wherever it can change, so that a round of filling
     // reads one number per resource instead of dividing.
     double fair = 0;
+    // What a filling saw of the flows outside its set here, for check_region() to skip the
+    // resources where none of them can join: the fastest, and whether this is the bottleneck
+    // of any.
+    double outside_fastest = 0;
+    bool outsiders = false;
+    bool outside_bottlenecked = false;
     std::uint32_t unfrozen = 0;
     std::uint32_t stamp = 0;
     FlowId reserved = kNoFlow;  // the flow running alone on it, out of its list (reservable())
   };
+  static_assert(sizeof(Resource) == 128, "two cache lines");
   // Can the resource be saturated by the bounds of its flows? See the header comment. The
   // margin keeps rounding in the running demand sum from calling a binding resource slack; a
   // slack resource called binding only costs time.
