@@ -482,7 +482,7 @@ void FlowModel::prefetch_entries(const std::vector<ResourceId>& resources) const
     if (!res_[r].flows.empty()) collsim::prefetch(res_[r].flows.data());
 }
 
-void FlowModel::prefetch_listed_flows(const std::vector<ResourceId>& resources) const {
+void FlowModel::prefetch_flows_on(const std::vector<ResourceId>& resources) const {
   for (ResourceId r : resources)
     for (const Entry& e : res_[r].flows) prefetch_flow(e.flow);
 }
@@ -505,7 +505,7 @@ bool FlowModel::fill_region() {
   // their flows, the flows' uses, the resources used); at 100,000 GPUs nearly every one is a
   // cache miss. Prefetching level by level overlaps the misses of a level.
   prefetch_entries(seeds_);
-  prefetch_listed_flows(seeds_);
+  prefetch_flows_on(seeds_);
   joining_.clear();
   for (ResourceId s : seeds_)
     for (const Entry& e : res_[s].flows) joining_.push_back(e.flow);
@@ -647,15 +647,12 @@ FlowModel::Check FlowModel::check_region() {
     if (!res.outsiders || !(maybe_above || res.outside_bottlenecked)) continue;
     double load = 0;
     double fastest = 0;
-    bool outsiders = false;
     for (const Entry& e : res.flows) {
       const Flow& flow = flows_[e.flow];
       const double x = flow.stamp == epoch_ ? flow.new_rate : flow.rate;
       load += e.weight * x;
       fastest = std::max(fastest, x);
-      outsiders = outsiders || flow.stamp != epoch_;
     }
-    if (!outsiders) continue;
     const bool saturated = load >= res.capacity * (1 - kTolerance);
     for (const Entry& e : res.flows) {
       const Flow& flow = flows_[e.flow];

@@ -269,7 +269,7 @@ class FlowModel {
   // Prefetch passes, one per level of indirection, so that the misses of a level overlap
   // instead of each waiting for the one before (see fill_region()).
   void prefetch_entries(const std::vector<ResourceId>& resources) const;
-  void prefetch_listed_flows(const std::vector<ResourceId>& resources) const;
+  void prefetch_flows_on(const std::vector<ResourceId>& resources) const;
   void prefetch_uses_of(const std::vector<FlowId>& flows) const;
   void prefetch_resources_of(const std::vector<FlowId>& flows) const;
   void prefetch_resource(ResourceId r) const {
