@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "topology/error.hpp"
 
 namespace collsim::sim {
@@ -186,6 +190,7 @@ void FlowModel::start(FlowId f, double bytes, double now) {
     new_epoch();
     flow.rate = flow.bound;
     flow.bottleneck = kNoResource;
+    flow.marked = kNoResource;
     flow.finish = flow.rate == kUnlimited ? now : now + bytes / flow.rate;
     ++flow.version;
     flow.scheduled = true;
@@ -193,12 +198,13 @@ void FlowModel::start(FlowId f, double bytes, double now) {
     return;
   }
   for (const Use& use : flow.uses) enter_reserved(use.resource);
+  flow.marked = flow.bottleneck;
   for (std::uint32_t u = 0; u < flow.uses.size(); ++u) {
     Use& use = flow.uses[u];
     Resource& res = res_[use.resource];
     if (res.flows.empty()) res.busy_since = now;
     use.slot = static_cast<std::uint32_t>(res.flows.size());
-    res.flows.push_back(Entry{f, u, use.weight});
+    res.flows.push_back(Entry{f, u, use.weight, flow.rate, 0, use.resource == flow.bottleneck});
   }
   flow.bound = bound_of(flow);
   add_demand(flow, +1);
@@ -217,8 +223,9 @@ void FlowModel::start(FlowId f, double bytes, double now) {
   // bound and nobody else's share changes.
   new_epoch();
   touch_slack(flow);
-  flow.rate = flow.bound;
+  set_rate(flow, flow.bound);
   flow.bottleneck = kNoResource;
+  mark_bottleneck(flow);
   flow.finish = flow.rate == kUnlimited ? now
                 : flow.rate > 0         ? now + bytes / flow.rate
                                         : kUnlimited;
@@ -305,7 +312,7 @@ void FlowModel::enter(FlowId f) {
     Resource& res = res_[use.resource];
     res.reserved = kNoFlow;
     use.slot = static_cast<std::uint32_t>(res.flows.size());
-    res.flows.push_back(Entry{f, u, use.weight});
+    res.flows.push_back(Entry{f, u, use.weight, flow.rate, 0, false});
   }
   flow.reserved = false;
   // Alone on each of them: settling sets their demand exactly.
@@ -346,7 +353,7 @@ void FlowModel::split_tied(ResourceId from, ResourceId tied) {
     Flow& flow = flows_[e.flow];
     const auto u = static_cast<std::uint32_t>(flow.uses.size());
     flow.uses.push_back(Use{tied, static_cast<std::uint32_t>(to.flows.size()), e.weight});
-    to.flows.push_back(Entry{e.flow, u, e.weight});
+    to.flows.push_back(Entry{e.flow, u, e.weight, e.rate, 0, false});
   }
   // Flows created but not started yet (paying their latency) join it when they start.
   for (Flow& flow : flows_) {
@@ -382,15 +389,31 @@ void FlowModel::add_to_component(ResourceId r) {
 }
 
 double FlowModel::lowest_by_scan(ResourceId& bottleneck) const {
+  // The first lowest in the set's order, as a scan that keeps the first strictly lower share
+  // finds it. Two passes: the lowest value, as a minimum that vector instructions take four
+  // shares at a time (a share that is not a number never wins, as in the comparison), then its
+  // first position. Zeros of either sign compare equal there, as they do in the scan.
+  const double* fair = fair_.data();
+  const std::size_t n = fair_.size();
   double best = kUnlimited;
-  for (ResourceId r : comp_res_) {
-    const Resource& res = res_[r];
-    if (res.fair < best) {
-      best = res.fair;
-      bottleneck = r;
-    }
+  std::size_t i = 0;
+#if defined(__SSE2__)
+  __m128d low = _mm_set1_pd(kUnlimited);
+  __m128d high = low;
+  for (; i + 4 <= n; i += 4) {
+    // min_pd(a, b) is a < b ? a : b, lane by lane.
+    low = _mm_min_pd(_mm_loadu_pd(fair + i), low);
+    high = _mm_min_pd(_mm_loadu_pd(fair + i + 2), high);
   }
-  return best;
+  low = _mm_min_pd(low, high);
+  best = std::min(_mm_cvtsd_f64(low), _mm_cvtsd_f64(_mm_unpackhi_pd(low, low)));
+#endif
+  for (; i < n; ++i) best = fair[i] < best ? fair[i] : best;
+  if (!(best < kUnlimited)) return kUnlimited;
+  i = 0;
+  while (fair[i] != best) ++i;
+  bottleneck = comp_res_[i];
+  return fair[i];
 }
 
 double FlowModel::lowest_in_heap(ResourceId& bottleneck) {
@@ -401,14 +424,15 @@ double FlowModel::lowest_in_heap(ResourceId& bottleneck) {
   while (!heap_.empty()) {
     const Level top = heap_.front();
     const Resource& res = res_[top.resource];
-    if (res.unfrozen > 0 && !(res.fair > top.share)) {
+    const double fair = fair_[res.local];
+    if (res.unfrozen > 0 && !(fair > top.share)) {
       bottleneck = top.resource;
-      return res.fair;
+      return fair;
     }
     std::pop_heap(heap_.begin(), heap_.end(), later);
     heap_.pop_back();
     if (res.unfrozen > 0) {
-      heap_.push_back(Level{res.fair, top.resource});
+      heap_.push_back(Level{fair, top.resource});
       std::push_heap(heap_.begin(), heap_.end(), later);
     }
   }
@@ -425,14 +449,33 @@ void FlowModel::freeze(Flow& flow, double rate, ResourceId bottleneck) {
     --res.unfrozen;
     res.weight_sum -= use.weight;
     res.remaining -= use.weight * rate;
-    res.fair = fair_share(res);
+    fair_[res.local] = fair_share(res);
   }
+}
+
+void FlowModel::set_rate(Flow& flow, double rate) {
+  if (rate == flow.rate) return;
+  flow.rate = rate;
+  for (const Use& use : flow.uses) entry_of(use).rate = rate;
+}
+
+void FlowModel::mark_bottleneck(Flow& flow) {
+  if (flow.bottleneck == flow.marked) return;
+  // Every use of the resource: a flow may list one resource twice.
+  for (const Use& use : flow.uses) {
+    if (use.resource == flow.marked) entry_of(use).bottleneck = false;
+    if (use.resource == flow.bottleneck) entry_of(use).bottleneck = true;
+  }
+  flow.marked = flow.bottleneck;
 }
 
 void FlowModel::new_epoch() {
   if (++epoch_ == 0) {
     // The stamps wrapped around: clear them so that no stale stamp matches the new epoch.
-    for (Resource& res : res_) res.stamp = 0;
+    for (Resource& res : res_) {
+      res.stamp = 0;
+      for (Entry& e : res.flows) e.stamp = 0;
+    }
     for (Flow& flow : flows_) flow.stamp = 0;
     epoch_ = 1;
   }
@@ -472,9 +515,17 @@ void FlowModel::add_to_region(FlowId f) {
   Flow& flow = flows_[f];
   flow.stamp = epoch_;
   comp_flows_.push_back(f);
-  for (const Use& use : flow.uses)
-    if (res_[use.resource].stamp != epoch_ && binding(res_[use.resource]))
+  // Its entries on the set's resources say so. A resource joins the set with the first of its
+  // flows to join (binding() does not change while a set grows), so every entry of a set flow
+  // on a set resource is marked.
+  for (const Use& use : flow.uses) {
+    Resource& res = res_[use.resource];
+    if (res.stamp != epoch_) {
+      if (!binding(res)) continue;
       add_to_component(use.resource);
+    }
+    res.flows[use.slot].stamp = epoch_;
+  }
 }
 
 void FlowModel::prefetch_entries(const std::vector<ResourceId>& resources) const {
@@ -543,16 +594,12 @@ void FlowModel::fill() {
   // Flows outside the set (a region's neighbours) keep their rates: each resource offers the
   // set what they leave. A component has no flow outside it on its resources.
   stats_.filled += comp_flows_.size();
-  // The entries were prefetched as each resource joined (add_to_component); the flows they list
-  // are prefetched kFlowsAhead resources before the loop reaches them.
-  constexpr std::size_t kFlowsAhead = 4;
+  // The entries were prefetched as each resource joined (add_to_component).
   const std::size_t n = comp_res_.size();
-  for (std::size_t i = 0; i < std::min(n, kFlowsAhead); ++i)
-    for (const Entry& e : res_[comp_res_[i]].flows) prefetch_flow(e.flow);
+  fair_.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
-    if (i + kFlowsAhead < n)
-      for (const Entry& e : res_[comp_res_[i + kFlowsAhead]].flows) prefetch_flow(e.flow);
     Resource& res = res_[comp_res_[i]];
+    res.local = static_cast<std::uint32_t>(i);
     res.remaining = res.capacity;
     res.unfrozen = 0;
     res.weight_sum = 0;
@@ -561,19 +608,17 @@ void FlowModel::fill() {
     res.outsiders = false;
     res.outside_bottlenecked = false;
     for (const Entry& e : res.flows) {
-      const Flow& flow = flows_[e.flow];
-      const double weight = e.weight;
-      if (flow.stamp == epoch_) {
+      if (e.stamp == epoch_) {
         ++res.unfrozen;
-        res.weight_sum += weight;
+        res.weight_sum += e.weight;
         continue;
       }
-      if (flow.rate < kUnlimited) res.remaining -= weight * flow.rate;
-      res.outside_fastest = std::max(res.outside_fastest, flow.rate);
+      if (e.rate < kUnlimited) res.remaining -= e.weight * e.rate;
+      res.outside_fastest = std::max(res.outside_fastest, e.rate);
       res.outsiders = true;
-      res.outside_bottlenecked = res.outside_bottlenecked || flow.bottleneck == comp_res_[i];
+      res.outside_bottlenecked = res.outside_bottlenecked || e.bottleneck;
     }
-    res.fair = fair_share(res);
+    fair_[i] = fair_share(res);
   }
   by_bound_.clear();
   for (FlowId f : comp_flows_) {
@@ -602,9 +647,10 @@ void FlowModel::fill() {
     if (!heaped && round == kScanRounds) {
       heaped = true;
       heap_.clear();
-      for (ResourceId r : comp_res_) {
-        const Resource& res = res_[r];
-        if (res.unfrozen > 0 && res.capacity < kUnlimited) heap_.push_back(Level{res.fair, r});
+      for (std::size_t i = 0; i < n; ++i) {
+        const Resource& res = res_[comp_res_[i]];
+        if (res.unfrozen > 0 && res.capacity < kUnlimited)
+          heap_.push_back(Level{fair_[i], comp_res_[i]});
       }
       std::make_heap(heap_.begin(), heap_.end(), later);
     }
@@ -627,8 +673,9 @@ void FlowModel::fill() {
     }
     res_[bottleneck].level = level;
     for (const Entry& e : res_[bottleneck].flows) {
+      if (e.stamp != epoch_) continue;  // outside the set: its record is not read
       Flow& flow = flows_[e.flow];
-      if (flow.stamp == epoch_ && !flow.frozen) freeze(flow, level, bottleneck);
+      if (!flow.frozen) freeze(flow, level, bottleneck);
     }
   }
 }
@@ -648,18 +695,16 @@ FlowModel::Check FlowModel::check_region() {
     double load = 0;
     double fastest = 0;
     for (const Entry& e : res.flows) {
-      const Flow& flow = flows_[e.flow];
-      const double x = flow.stamp == epoch_ ? flow.new_rate : flow.rate;
+      const double x = e.stamp == epoch_ ? flows_[e.flow].new_rate : e.rate;
       load += e.weight * x;
       fastest = std::max(fastest, x);
     }
     const bool saturated = load >= res.capacity * (1 - kTolerance);
     for (const Entry& e : res.flows) {
-      const Flow& flow = flows_[e.flow];
-      if (flow.stamp == epoch_) continue;
-      const bool above_level = res.level < kUnlimited && flow.rate > res.level * (1 + kTolerance);
+      if (e.stamp == epoch_) continue;
+      const bool above_level = res.level < kUnlimited && e.rate > res.level * (1 + kTolerance);
       const bool lost_bottleneck =
-          flow.bottleneck == r && (!saturated || flow.rate < fastest * (1 - kTolerance));
+          e.bottleneck && (!saturated || e.rate < fastest * (1 - kTolerance));
       if (above_level || lost_bottleneck) joining_.push_back(e.flow);
     }
   }
@@ -678,8 +723,9 @@ void FlowModel::commit(double now) {
     Flow& flow = flows_[f];
     if (flow.rate > 0 && flow.rate < kUnlimited) flow.remaining -= flow.rate * (now - flow.last);
     flow.last = now;
+    mark_bottleneck(flow);
     if (flow.scheduled && flow.new_rate == flow.rate) continue;
-    flow.rate = flow.new_rate;
+    set_rate(flow, flow.new_rate);
     if (flow.remaining <= 0 || flow.rate == kUnlimited)
       flow.finish = now;
     else if (flow.rate <= 0)
