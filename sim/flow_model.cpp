@@ -198,6 +198,9 @@ void FlowModel::start(FlowId f, double bytes, double now) {
     return;
   }
   for (const Use& use : flow.uses) enter_reserved(use.resource);
+  // The entries mark the bottleneck the record holds, as check_region() read it from the record
+  // before the marks existed: a reused record still names its last flow's bottleneck until this
+  // flow's first re-share, which at worst makes a check in the same flush take it in.
   flow.marked = flow.bottleneck;
   for (std::uint32_t u = 0; u < flow.uses.size(); ++u) {
     Use& use = flow.uses[u];
