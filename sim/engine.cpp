@@ -12,6 +12,7 @@
 
 #include "sim/event_queue.hpp"
 #include "sim/flow_model.hpp"
+#include "sim/keyed_heap.hpp"
 #include "sim/record_window.hpp"
 #include "sim/rotation.hpp"
 #include "sim/tied_links.hpp"
@@ -125,6 +126,14 @@ class Engine {
   // partner and successors, then the partner's successors. Without it most events wait on cache
   // misses: a ring's successor op is a ring step further on in the plan.
   void prefetch_ahead() const;
+  // The event queue and the moved completions, merged in (time, sequence) order.
+  bool no_events() const { return queue_.empty() && moved_.empty(); }
+  double next_time() const {
+    if (moved_.empty()) return queue_.next_time();
+    const double t = std::bit_cast<double>(moved_.top().time_bits);
+    return queue_.empty() ? t : std::min(t, queue_.next_time());
+  }
+  Event next_event();
   OpId op_of(std::uint32_t id, EventKind kind) const {
     OpId op = kNoOp;
     if (kind == EventKind::op_done || kind == EventKind::release) op = id;
@@ -315,9 +324,14 @@ class Engine {
 
   FlowModel flows_;
   EventQueue queue_;
-  // Completion events superseded by a rate change but still queued; swept out once they are
-  // more than half the queue and more than kMinSweep.
-  std::vector<std::uint8_t> flow_queued_;  // by FlowId: a live flow_done event is queued
+  // Completions moved by a re-share after they were queued (sim/keyed_heap.hpp). The next
+  // event is the earlier of the two fronts (next_event()).
+  KeyedHeap moved_;
+  // By FlowId: where its live completion is.
+  enum class Queued : std::uint8_t { none, queue, moved };
+  std::vector<Queued> flow_queued_;
+  // Completion events in queue_ superseded by a rate change; swept out once they are more than
+  // half the queue and more than kMinSweep.
   std::uint64_t stale_events_ = 0;
   static constexpr std::uint64_t kMinSweep = 1u << 16;
   static constexpr std::uint64_t kProgressEvery = (std::uint64_t{1} << 16) - 1;  // a mask
@@ -667,7 +681,7 @@ FlowId Engine::new_flow(Owner owner, std::uint32_t index, double bytes) {
     flow_index_.resize(f + 1);
     flow_bytes_.resize(f + 1);
     flow_start_.resize(f + 1);
-    flow_queued_.resize(f + 1, 0);
+    flow_queued_.resize(f + 1, Queued::none);
   }
   flow_start_[f] = now_;
   flow_owner_[f] = owner;
@@ -679,10 +693,21 @@ FlowId Engine::new_flow(Owner owner, std::uint32_t index, double bytes) {
 
 void Engine::schedule_rescheduled() {
   for (FlowId f : flows_.rescheduled()) {
-    stale_events_ += flow_queued_[f];  // its queued completion, if any, is now superseded
     const double t = flows_.finish_time(f);
-    flow_queued_[f] = t < kUnlimited;
-    if (t < kUnlimited) queue_.push(t, EventKind::flow_done, f, flows_.version(f));
+    Queued& queued = flow_queued_[f];
+    if (queued == Queued::queue) ++stale_events_;  // superseded
+    if (!(t < kUnlimited)) {
+      if (queued == Queued::moved) moved_.erase(f);
+      queued = Queued::none;
+    } else if (queued == Queued::none) {
+      queue_.push(t, EventKind::flow_done, f, flows_.version(f));
+      queued = Queued::queue;
+    } else {
+      // Re-timed: from now on its completion is moved in place, under the sequence number a
+      // push would have taken.
+      moved_.set(f, t, queue_.take_seq());
+      queued = Queued::moved;
+    }
   }
   if (observer_)
     for (ResourceId r : flows_.touched()) observer_->on_resource_load(r, now_, flows_.load(r));
@@ -1120,13 +1145,13 @@ void Engine::advance() {
       // The instant is over: share bandwidth among the flows it left, before time moves on.
       // (An event held for the next batch was popped within the instant, or nothing was
       // pending.)
-      if (flows_.pending() && (queue_.empty() || queue_.next_time() > now_)) {
+      if (flows_.pending() && (no_events() || next_time() > now_)) {
         share_pending();
         continue;
       }
-      if (queue_.empty()) break;
+      if (no_events()) break;
     }
-    Event e = held_ ? *held_ : queue_.pop();
+    Event e = held_ ? *held_ : next_event();
     held_.reset();
     prefetch_ahead();
     const EventKind kind = e.kind();
@@ -1141,7 +1166,7 @@ void Engine::advance() {
       held_ = e;
       return;
     }
-    if (kind == EventKind::flow_done) flow_queued_[e.id] = 0;
+    if (kind == EventKind::flow_done) flow_queued_[e.id] = Queued::none;
     if (e.time() > options_.max_time) {
       now_ = options_.max_time;
       stop_ = StopReason::time_limit;
@@ -1202,6 +1227,19 @@ void Engine::advance() {
   }
 }
 
+Event Engine::next_event() {
+  if (!moved_.empty() &&
+      (queue_.empty() || !queue_.front_before(moved_.top().time_bits, moved_.top().seq))) {
+    const KeyedHeap::Entry m = moved_.pop();
+    // Out of the heap but not run yet (it may be held for the next batch): a re-timing now
+    // supersedes it as it would a queued event.
+    flow_queued_[m.id] = Queued::queue;
+    return Event{m.time_bits, (m.seq << 8) | static_cast<std::uint8_t>(EventKind::flow_done), m.id,
+                 flows_.version(m.id)};
+  }
+  return queue_.pop();
+}
+
 void Engine::prefetch_ahead() const {
   // Each stage reads only what an earlier stage prefetched, so that none of them waits.
   const EventQueue::Lookahead next = queue_.lookahead(8);
@@ -1236,6 +1274,19 @@ void Engine::prefetch_ahead() const {
         if (r.stream_next != kNoOp) prefetch_op(r.stream_next);
         if (r.succ < kMany) prefetch_op(r.succ);
       }
+  }
+  // The moved completions: the next of them is the top, which an earlier call prefetched as a
+  // child of the top then, and the one after it is among the top's children.
+  for (std::size_t i = 1; i <= 4 && i < moved_.size(); ++i) {
+    const FlowId f = moved_.at(i).id;
+    flows_.prefetch_flow(f);
+    collsim::prefetch(&flow_index_[f]);
+    collsim::prefetch(&flow_owner_[f]);
+  }
+  if (!moved_.empty()) {
+    const FlowId f = moved_.top().id;
+    flows_.prefetch_uses(f);
+    if (const OpId op = op_of(f, EventKind::flow_done); op != kNoOp) prefetch_op(op);
   }
 }
 

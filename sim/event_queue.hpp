@@ -131,6 +131,16 @@ class EventQueue {
   double next_time() const {
     return std::bit_cast<double>(buckets_[heap_.front().bucket].time_bits);
   }
+  // Whether the earliest event comes before an event kept elsewhere under the sequence number
+  // `seq` of take_seq(), at the time whose bits are `time_bits`; the queue must not be empty.
+  bool front_before(std::uint64_t time_bits, std::uint64_t seq) const {
+    const Bucket& b = buckets_[heap_.front().bucket];
+    return b.time_bits < time_bits ||
+           (b.time_bits == time_bits && (b.items[b.head].seq_kind >> 8) < seq);
+  }
+  // The sequence number the next push would get, for an event kept outside the queue (sim/
+  // keyed_heap.hpp) that must run in the place a push would have given it.
+  std::uint64_t take_seq() { return next_seq_++; }
 
   // The events queued next, as the queue stands (a later push may still come before some of
   // them): the rest of the earliest bucket, then the bucket after it. Only a hint, for
