@@ -541,10 +541,6 @@ void FlowModel::prefetch_flows_on(const std::vector<ResourceId>& resources) cons
     for (const Entry& e : res_[r].flows) prefetch_flow(e.flow);
 }
 
-void FlowModel::prefetch_uses_of(const std::vector<FlowId>& flows) const {
-  for (FlowId f : flows) prefetch_uses(f);
-}
-
 void FlowModel::prefetch_resources_of(const std::vector<FlowId>& flows) const {
   for (FlowId f : flows)
     for (const Use& use : flows_[f].uses) prefetch_resource(use.resource);
@@ -556,14 +552,13 @@ bool FlowModel::fill_region() {
   comp_res_.clear();
   comp_flows_.clear();
   // The region is gathered breadth first through three levels of pointers (a seed's entries,
-  // their flows, the flows' uses, the resources used); at 100,000 GPUs nearly every one is a
+  // their flows with their uses, the resources used); at 100,000 GPUs nearly every one is a
   // cache miss. Prefetching level by level overlaps the misses of a level.
   prefetch_entries(seeds_);
   prefetch_flows_on(seeds_);
   joining_.clear();
   for (ResourceId s : seeds_)
     for (const Entry& e : res_[s].flows) joining_.push_back(e.flow);
-  prefetch_uses_of(joining_);
   prefetch_resources_of(joining_);
   for (ResourceId s : seeds_)
     for (const Entry& e : res_[s].flows)
@@ -714,7 +709,7 @@ FlowModel::Check FlowModel::check_region() {
   if (joining_.empty()) return Check::settled;
   if (joining_.size() > comp_flows_.size() && comp_flows_.size() > kSmallRegion)
     return Check::too_wide;
-  prefetch_uses_of(joining_);
+  for (FlowId f : joining_) prefetch_flow(f);
   prefetch_resources_of(joining_);
   for (FlowId f : joining_)
     if (flows_[f].stamp != epoch_) add_to_region(f);

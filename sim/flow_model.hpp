@@ -120,11 +120,11 @@ class FlowModel {
   void prefetch_flow(FlowId f) const {
     if (f >= flows_.size()) return;
     const char* p = reinterpret_cast<const char*>(&flows_[f]);
-    collsim::prefetch(p);
-    collsim::prefetch(p + sizeof(Flow) - 1);
+    for (std::size_t line = 0; line < sizeof(Flow); line += 64) collsim::prefetch(p + line);
   }
+  // Uses beyond what the record holds (UseList).
   void prefetch_uses(FlowId f) const {
-    if (f < flows_.size() && !flows_[f].uses.empty()) collsim::prefetch(flows_[f].uses.data());
+    if (f < flows_.size() && flows_[f].uses.spilled()) collsim::prefetch(flows_[f].uses.data());
   }
   void prefetch_resources(FlowId f) const {
     if (f >= flows_.size()) return;
@@ -148,7 +148,55 @@ class FlowModel {
   };
   static constexpr ResourceId kNoResource = ~ResourceId{0};
   static constexpr FlowId kNoFlow = ~FlowId{0};
-  struct Flow {
+  // A flow's uses, the first kInline of them inside the flow record: a filling reaches a flow
+  // through a resource's list and goes on to its resources, and at 100,000 GPUs a separate
+  // array was one more cache miss on that chain, waiting on the miss of the record before it.
+  // Routes of up to kInline resources (every route of a two-tier fabric) never allocate.
+  class UseList {
+   public:
+    static constexpr std::uint32_t kInline = 6;
+    UseList() = default;
+    UseList(const UseList& o) { *this = o; }
+    UseList& operator=(const UseList& o) {
+      if (this == &o) return *this;
+      clear();
+      for (const Use& u : o) push_back(u);
+      return *this;
+    }
+    ~UseList() { delete[] heap_; }
+    Use* begin() { return heap_ != nullptr ? heap_ : inline_; }
+    Use* end() { return begin() + size_; }
+    const Use* begin() const { return heap_ != nullptr ? heap_ : inline_; }
+    const Use* end() const { return begin() + size_; }
+    Use* data() { return begin(); }
+    const Use* data() const { return begin(); }
+    std::uint32_t size() const { return size_; }
+    bool empty() const { return size_ == 0; }
+    bool spilled() const { return heap_ != nullptr; }
+    Use& operator[](std::size_t i) { return begin()[i]; }
+    const Use& operator[](std::size_t i) const { return begin()[i]; }
+    // Keeps any heap storage: no allocation once a slot is warm.
+    void clear() { size_ = 0; }
+    void push_back(const Use& u) {
+      if (size_ == capacity_) grow();
+      begin()[size_++] = u;
+    }
+
+   private:
+    void grow() {
+      const std::uint32_t capacity = 2 * capacity_;
+      Use* heap = new Use[capacity];
+      std::copy(begin(), end(), heap);
+      delete[] heap_;
+      heap_ = heap;
+      capacity_ = capacity;
+    }
+    Use* heap_ = nullptr;  // when more than kInline are held
+    std::uint32_t size_ = 0;
+    std::uint32_t capacity_ = kInline;
+    Use inline_[kInline];
+  };
+  struct alignas(64) Flow {
     double remaining = 0;
     double bytes = 0;
     double rate = 0;
@@ -169,8 +217,9 @@ class FlowModel {
     // Already in flush()'s list of rescheduled flows. Here, not in an array by flow id: the
     // record is in the cache when the flag is read, and at 100,000 GPUs that array was not.
     bool listed = false;
-    std::vector<Use> uses;
+    UseList uses;
   };
+  static_assert(sizeof(Flow) == 192, "three cache lines");
   // A flow's place in a resource's list, with copies of what a filling reads of the flows
   // outside its set: the scan of a resource's list then reads no flow record but those of the
   // set's own flows. At 100,000 GPUs nearly every flow record is a cache miss, and about two
@@ -277,7 +326,6 @@ class FlowModel {
   // instead of each waiting for the one before (see fill_region()).
   void prefetch_entries(const std::vector<ResourceId>& resources) const;
   void prefetch_flows_on(const std::vector<ResourceId>& resources) const;
-  void prefetch_uses_of(const std::vector<FlowId>& flows) const;
   void prefetch_resources_of(const std::vector<FlowId>& flows) const;
   void prefetch_resource(ResourceId r) const {
     const char* p = reinterpret_cast<const char*>(&res_[r]);
