@@ -15,6 +15,7 @@ void FlowModel::reset(std::vector<double> capacity) {
   flows_.clear();
   free_.clear();
   res_.assign(capacity.size(), Resource{});
+  bytes_.assign(capacity.size(), 0.0);
   for (std::size_t r = 0; r < capacity.size(); ++r) res_[r].capacity = capacity[r];
   epoch_ = 0;
   skip_ = 0;
@@ -248,7 +249,7 @@ void FlowModel::release(FlowId f, double now, bool completed) {
     // What the path below does for a flow alone on every resource.
     for (const Use& use : flow.uses) {
       Resource& res = res_[use.resource];
-      res.bytes += drained * use.weight;
+      bytes_[use.resource] += drained * use.weight;
       res.reserved = kNoFlow;
       res.busy_total += now - res.busy_since;
     }
@@ -270,7 +271,7 @@ void FlowModel::release(FlowId f, double now, bool completed) {
   add_demand(flow, -1);
   for (const Use& use : flow.uses) {
     Resource& res = res_[use.resource];
-    res.bytes += drained * use.weight;
+    bytes_[use.resource] += drained * use.weight;
     // Swap-remove, then tell the moved flow where its entry went.
     const Entry moved = res.flows.back();
     res.flows[use.slot] = moved;
@@ -349,7 +350,7 @@ void FlowModel::split_tied(ResourceId from, ResourceId tied) {
   if (!to.flows.empty()) throw InternalError("FlowModel::split_tied onto a resource in use");
   to.busy_since = src.busy_since;
   to.busy_total = src.busy_total;
-  to.bytes = src.bytes;
+  bytes_[tied] = bytes_[from];
   to.demand = src.demand;
   // Running flows in the order `from` lists them, so that `tied` scans them in the same order.
   for (const Entry& e : src.flows) {
@@ -428,13 +429,14 @@ double FlowModel::lowest_in_heap(ResourceId& bottleneck) {
     const Level top = heap_.front();
     const Resource& res = res_[top.resource];
     const double fair = fair_[res.local];
-    if (res.unfrozen > 0 && !(fair > top.share)) {
+    const bool unfrozen = share_[res.local].unfrozen > 0;
+    if (unfrozen && !(fair > top.share)) {
       bottleneck = top.resource;
       return fair;
     }
     std::pop_heap(heap_.begin(), heap_.end(), later);
     heap_.pop_back();
-    if (res.unfrozen > 0) {
+    if (unfrozen) {
       heap_.push_back(Level{fair, top.resource});
       std::push_heap(heap_.begin(), heap_.end(), later);
     }
@@ -449,10 +451,11 @@ void FlowModel::freeze(Flow& flow, double rate, ResourceId bottleneck) {
   for (const Use& use : flow.uses) {
     Resource& res = res_[use.resource];
     if (res.stamp != epoch_) continue;
-    --res.unfrozen;
-    res.weight_sum -= use.weight;
-    res.remaining -= use.weight * rate;
-    fair_[res.local] = fair_share(res);
+    Share& sh = share_[res.local];
+    --sh.unfrozen;
+    sh.weight_sum -= use.weight;
+    sh.remaining -= use.weight * rate;
+    fair_[res.local] = fair_share(res, sh);
   }
 }
 
@@ -595,28 +598,30 @@ void FlowModel::fill() {
   // The entries were prefetched as each resource joined (add_to_component).
   const std::size_t n = comp_res_.size();
   fair_.resize(n);
+  share_.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     Resource& res = res_[comp_res_[i]];
     res.local = static_cast<std::uint32_t>(i);
-    res.remaining = res.capacity;
-    res.unfrozen = 0;
-    res.weight_sum = 0;
-    res.level = kUnlimited;
-    res.outside_fastest = 0;
-    res.outsiders = false;
-    res.outside_bottlenecked = false;
+    Share& sh = share_[i];
+    sh.remaining = res.capacity;
+    sh.unfrozen = 0;
+    sh.weight_sum = 0;
+    sh.level = kUnlimited;
+    sh.outside_fastest = 0;
+    sh.outsiders = false;
+    sh.outside_bottlenecked = false;
     for (const Entry& e : res.flows) {
       if (e.stamp == epoch_) {
-        ++res.unfrozen;
-        res.weight_sum += e.weight;
+        ++sh.unfrozen;
+        sh.weight_sum += e.weight;
         continue;
       }
-      if (e.rate < kUnlimited) res.remaining -= e.weight * e.rate;
-      res.outside_fastest = std::max(res.outside_fastest, e.rate);
-      res.outsiders = true;
-      res.outside_bottlenecked = res.outside_bottlenecked || e.bottleneck;
+      if (e.rate < kUnlimited) sh.remaining -= e.weight * e.rate;
+      sh.outside_fastest = std::max(sh.outside_fastest, e.rate);
+      sh.outsiders = true;
+      sh.outside_bottlenecked = sh.outside_bottlenecked || e.bottleneck;
     }
-    fair_[i] = fair_share(res);
+    fair_[i] = fair_share(res, sh);
   }
   by_bound_.clear();
   for (FlowId f : comp_flows_) {
@@ -647,7 +652,7 @@ void FlowModel::fill() {
       heap_.clear();
       for (std::size_t i = 0; i < n; ++i) {
         const Resource& res = res_[comp_res_[i]];
-        if (res.unfrozen > 0 && res.capacity < kUnlimited)
+        if (share_[i].unfrozen > 0 && res.capacity < kUnlimited)
           heap_.push_back(Level{fair_[i], comp_res_[i]});
       }
       std::make_heap(heap_.begin(), heap_.end(), later);
@@ -669,7 +674,7 @@ void FlowModel::fill() {
       std::pop_heap(heap_.begin(), heap_.end(), later);
       heap_.pop_back();
     }
-    res_[bottleneck].level = level;
+    share_[res_[bottleneck].local].level = level;
     for (const Entry& e : res_[bottleneck].flows) {
       if (e.stamp != epoch_) continue;  // outside the set: its record is not read
       Flow& flow = flows_[e.flow];
@@ -684,12 +689,13 @@ FlowModel::Check FlowModel::check_region() {
   // saturated and itself still the fastest there. Anything else kept its bottleneck: no rate on
   // its resources changed.
   joining_.clear();
-  for (ResourceId r : comp_res_) {
-    const Resource& res = res_[r];
+  for (std::size_t i = 0; i < comp_res_.size(); ++i) {
+    const Share& sh = share_[i];
     // Nobody to join here: no outside flow faster than the level, none bottlenecked here.
     const bool maybe_above =
-        res.level < kUnlimited && res.outside_fastest > res.level * (1 + kTolerance);
-    if (!res.outsiders || !(maybe_above || res.outside_bottlenecked)) continue;
+        sh.level < kUnlimited && sh.outside_fastest > sh.level * (1 + kTolerance);
+    if (!sh.outsiders || !(maybe_above || sh.outside_bottlenecked)) continue;
+    const Resource& res = res_[comp_res_[i]];
     double load = 0;
     double fastest = 0;
     for (const Entry& e : res.flows) {
@@ -700,7 +706,7 @@ FlowModel::Check FlowModel::check_region() {
     const bool saturated = load >= res.capacity * (1 - kTolerance);
     for (const Entry& e : res.flows) {
       if (e.stamp == epoch_) continue;
-      const bool above_level = res.level < kUnlimited && e.rate > res.level * (1 + kTolerance);
+      const bool above_level = sh.level < kUnlimited && e.rate > sh.level * (1 + kTolerance);
       const bool lost_bottleneck =
           e.bottleneck && (!saturated || e.rate < fastest * (1 - kTolerance));
       if (above_level || lost_bottleneck) joining_.push_back(e.flow);

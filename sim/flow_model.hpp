@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "sim/compact_list.hpp"
 #include "sim/resources.hpp"
 #include "topology/huge_pages.hpp"
 #include "topology/prefetch.hpp"
@@ -136,9 +137,9 @@ class FlowModel {
   std::size_t active_flows(ResourceId r) const {
     return res_[r].flows.size() + (res_[r].reserved != kNoFlow);
   }
-  double load(ResourceId r) const;                   // Σ weight × rate of its flows, bytes/s
-  double busy_time(ResourceId r, double now) const;  // time with at least one flow on it
-  double bytes(ResourceId r) const { return res_[r].bytes; }  // weight × bytes drained through it
+  double load(ResourceId r) const;                        // Σ weight × rate of its flows, bytes/s
+  double busy_time(ResourceId r, double now) const;       // time with at least one flow on it
+  double bytes(ResourceId r) const { return bytes_[r]; }  // weight × bytes drained through it
 
  private:
   struct Use {
@@ -148,54 +149,11 @@ class FlowModel {
   };
   static constexpr ResourceId kNoResource = ~ResourceId{0};
   static constexpr FlowId kNoFlow = ~FlowId{0};
-  // A flow's uses, the first kInline of them inside the flow record: a filling reaches a flow
+  // A flow's uses, the first six of them inside the flow record: a filling reaches a flow
   // through a resource's list and goes on to its resources, and at 100,000 GPUs a separate
   // array was one more cache miss on that chain, waiting on the miss of the record before it.
-  // Routes of up to kInline resources (every route of a two-tier fabric) never allocate.
-  class UseList {
-   public:
-    static constexpr std::uint32_t kInline = 6;
-    UseList() = default;
-    UseList(const UseList& o) { *this = o; }
-    UseList& operator=(const UseList& o) {
-      if (this == &o) return *this;
-      clear();
-      for (const Use& u : o) push_back(u);
-      return *this;
-    }
-    ~UseList() { delete[] heap_; }
-    Use* begin() { return heap_ != nullptr ? heap_ : inline_; }
-    Use* end() { return begin() + size_; }
-    const Use* begin() const { return heap_ != nullptr ? heap_ : inline_; }
-    const Use* end() const { return begin() + size_; }
-    Use* data() { return begin(); }
-    const Use* data() const { return begin(); }
-    std::uint32_t size() const { return size_; }
-    bool empty() const { return size_ == 0; }
-    bool spilled() const { return heap_ != nullptr; }
-    Use& operator[](std::size_t i) { return begin()[i]; }
-    const Use& operator[](std::size_t i) const { return begin()[i]; }
-    // Keeps any heap storage: no allocation once a slot is warm.
-    void clear() { size_ = 0; }
-    void push_back(const Use& u) {
-      if (size_ == capacity_) grow();
-      begin()[size_++] = u;
-    }
-
-   private:
-    void grow() {
-      const std::uint32_t capacity = 2 * capacity_;
-      Use* heap = new Use[capacity];
-      std::copy(begin(), end(), heap);
-      delete[] heap_;
-      heap_ = heap;
-      capacity_ = capacity;
-    }
-    Use* heap_ = nullptr;  // when more than kInline are held
-    std::uint32_t size_ = 0;
-    std::uint32_t capacity_ = kInline;
-    Use inline_[kInline];
-  };
+  // Routes of up to six resources (every route of a two-tier fabric) never allocate.
+  using UseList = CompactList<Use, 6>;
   struct alignas(64) Flow {
     double remaining = 0;
     double bytes = 0;
@@ -233,32 +191,35 @@ class FlowModel {
     bool bottleneck;      // this resource is the flow's committed bottleneck
   };
   static_assert(sizeof(Entry) == 32, "two entries per cache line");
-  // One cache line holds everything starting or ending a flow touches (capacity, flow list,
-  // busy and byte counters); the progressive-filling scratch below is only read when sharing.
+  // A resource's flow list, in 16 bytes: a resource record fits one cache line.
+  using EntryList = CompactList<Entry, 0>;
+  // One cache line: everything starting, ending or gathering a flow reads of a resource. The
+  // bytes drained through it are counted in bytes_, and the filling's scratch in share_.
   struct alignas(64) Resource {
     double capacity = kUnlimited;
-    std::vector<Entry> flows;
+    EntryList flows;
+    double demand = 0;  // Σ weight × bound of its flows (limited resources only)
     double busy_since = 0;
     double busy_total = 0;
-    double bytes = 0;
-    double demand = 0;  // Σ weight × bound of its flows (limited resources only)
-    // Progressive-filling scratch.
-    double remaining = 0;
-    double weight_sum = 0;
-    double level = 0;  // the share its flows froze at in the last filling, kUnlimited if none
-    // Its position in the set being filled, where fair_ keeps its fair share.
-    std::uint32_t local = 0;
-    // What a filling saw of the flows outside its set here, for check_region() to skip the
-    // resources where none of them can join: the fastest, and whether this is the bottleneck
-    // of any.
-    double outside_fastest = 0;
-    bool outsiders = false;
-    bool outside_bottlenecked = false;
-    std::uint32_t unfrozen = 0;
     std::uint32_t stamp = 0;
+    // Its position in the set being filled, where fair_ and share_ keep its filling's state.
+    std::uint32_t local = 0;
     FlowId reserved = kNoFlow;  // the flow running alone on it, out of its list (reservable())
   };
-  static_assert(sizeof(Resource) == 128, "two cache lines");
+  static_assert(sizeof(Resource) == 64, "one cache line");
+  // What a filling keeps of each resource of its set, in the set's order.
+  struct Share {
+    double remaining;
+    double weight_sum;
+    double level;  // the share its flows froze at, kUnlimited if none
+    // What the filling saw of the flows outside its set here, for check_region() to skip the
+    // resources where none of them can join: the fastest, and whether this is the bottleneck
+    // of any.
+    double outside_fastest;
+    std::uint32_t unfrozen;
+    bool outsiders;
+    bool outside_bottlenecked;
+  };
   // Can the resource be saturated by the bounds of its flows? See the header comment. The
   // margin keeps rounding in the running demand sum from calling a binding resource slack; a
   // slack resource called binding only costs time.
@@ -280,13 +241,11 @@ class FlowModel {
     }
   };
   static constexpr Later later{};
-  static double share(const Resource& res) {
-    return res.remaining > 0 ? res.remaining / res.weight_sum : 0.0;
-  }
   // The share, for a limited resource with flows still to freeze; kUnlimited for any other, so
   // that the filling's scan never picks it.
-  static double fair_share(const Resource& res) {
-    return res.unfrozen > 0 && res.capacity < kUnlimited ? share(res) : kUnlimited;
+  static double fair_share(const Resource& res, const Share& s) {
+    if (s.unfrozen == 0 || !(res.capacity < kUnlimited)) return kUnlimited;
+    return s.remaining > 0 ? s.remaining / s.weight_sum : 0.0;
   }
   // Rounds of progressive filling done by scanning before a component's resources go into a
   // heap: a scan is cheaper for the few levels of a symmetric collective, the heap for many.
@@ -327,11 +286,7 @@ class FlowModel {
   void prefetch_entries(const std::vector<ResourceId>& resources) const;
   void prefetch_flows_on(const std::vector<ResourceId>& resources) const;
   void prefetch_resources_of(const std::vector<FlowId>& flows) const;
-  void prefetch_resource(ResourceId r) const {
-    const char* p = reinterpret_cast<const char*>(&res_[r]);
-    collsim::prefetch(p);
-    collsim::prefetch(p + 64);
-  }
+  void prefetch_resource(ResourceId r) const { collsim::prefetch(&res_[r]); }
   void new_epoch();
   void reshare(double now);  // start/release: the region, or the component
   void reshare_component(double now);
@@ -351,6 +306,7 @@ class FlowModel {
   HugeVector<Flow> flows_;
   std::vector<FlowId> free_;
   HugeVector<Resource> res_;
+  std::vector<double> bytes_;  // by resource
   std::vector<ResourceId> seeds_;
   std::vector<ResourceId> comp_res_;
   std::vector<FlowId> comp_flows_;
@@ -359,6 +315,7 @@ class FlowModel {
   // fair_share() of each resource of the set, in the set's order, kept up to date wherever it
   // can change: a round of filling scans one array instead of one record per resource.
   std::vector<double> fair_;
+  std::vector<Share> share_;  // the rest of each set resource's filling, in the same order
   std::vector<Level> heap_;
   std::vector<FlowId> joining_;
   bool deferred_ = false;
