@@ -476,6 +476,8 @@ void FlowModel::mark_bottleneck(Flow& flow) {
 }
 
 void FlowModel::new_epoch() {
+  scanned_ = 0;
+  flows_scanned_ = 0;
   if (++epoch_ == 0) {
     // The stamps wrapped around: clear them so that no stale stamp matches the new epoch.
     for (Resource& res : res_) {
@@ -529,6 +531,8 @@ void FlowModel::add_to_region(FlowId f) {
     if (res.stamp != epoch_) {
       if (!binding(res)) continue;
       add_to_component(use.resource);
+    } else if (res.local < scanned_ && comp_res_[res.local] == use.resource) {
+      rescan_[res.local] = true;  // a filling of this set scanned it without this flow
     }
     res.flows[use.slot].stamp = epoch_;
   }
@@ -599,7 +603,17 @@ void FlowModel::fill() {
   const std::size_t n = comp_res_.size();
   fair_.resize(n);
   share_.resize(n);
+  scanned_share_.resize(n);
+  scanned_fair_.resize(n);
+  rescan_.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
+    // A region filled again after it grew: a resource none of the joining flows holds is as the
+    // last filling found it, entry for entry.
+    if (i < scanned_ && !rescan_[i]) {
+      share_[i] = scanned_share_[i];
+      fair_[i] = scanned_fair_[i];
+      continue;
+    }
     Resource& res = res_[comp_res_[i]];
     res.local = static_cast<std::uint32_t>(i);
     Share& sh = share_[i];
@@ -622,21 +636,29 @@ void FlowModel::fill() {
       sh.outside_bottlenecked = sh.outside_bottlenecked || e.bottleneck;
     }
     fair_[i] = fair_share(res, sh);
+    scanned_share_[i] = sh;
+    scanned_fair_[i] = fair_[i];
+    rescan_[i] = false;
   }
-  by_bound_.clear();
-  for (FlowId f : comp_flows_) {
-    Flow& flow = flows_[f];
+  scanned_ = n;
+  // The flows of an earlier filling of this set are in by_bound_ already, or not: a resource
+  // joins the set with its first flow, so their resources in the set are the same.
+  if (flows_scanned_ == 0) by_bound_.clear();
+  for (std::size_t k = 0; k < comp_flows_.size(); ++k) {
+    Flow& flow = flows_[comp_flows_[k]];
     flow.frozen = false;
     flow.new_rate = kUnlimited;
     flow.bottleneck = kNoResource;
+    if (k < flows_scanned_) continue;
     // A bound set by a resource of the set is enforced by that resource itself; only a bound
     // from a slack resource outside it needs a level of its own.
     double inside = kUnlimited;
     for (const Use& use : flow.uses)
       if (res_[use.resource].stamp == epoch_)
         inside = std::min(inside, res_[use.resource].capacity / use.weight);
-    if (flow.bound < inside) by_bound_.push_back(f);
+    if (flow.bound < inside) by_bound_.push_back(comp_flows_[k]);
   }
+  flows_scanned_ = comp_flows_.size();
   std::sort(by_bound_.begin(), by_bound_.end(), [&](FlowId a, FlowId b) {
     return flows_[a].bound < flows_[b].bound || (flows_[a].bound == flows_[b].bound && a < b);
   });

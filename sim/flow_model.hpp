@@ -316,6 +316,14 @@ class FlowModel {
   // can change: a round of filling scans one array instead of one record per resource.
   std::vector<double> fair_;
   std::vector<Share> share_;  // the rest of each set resource's filling, in the same order
+  // What the last filling of the set found before its first round, for the next filling of
+  // the same set once it has grown: the first scanned_ resources and flows_scanned_ flows of
+  // the set, but the resources marked in rescan_, where a flow that joined holds an entry.
+  std::vector<Share> scanned_share_;
+  std::vector<double> scanned_fair_;
+  std::vector<bool> rescan_;
+  std::size_t scanned_ = 0;
+  std::size_t flows_scanned_ = 0;
   std::vector<Level> heap_;
   std::vector<FlowId> joining_;
   bool deferred_ = false;
