@@ -33,7 +33,12 @@ class CompactList {
     else
       return heap_ != nullptr ? heap_ : inline_.items;
   }
-  const T* data() const { return const_cast<CompactList*>(this)->data(); }
+  const T* data() const {
+    if constexpr (Inline == 0)
+      return heap_;
+    else
+      return heap_ != nullptr ? heap_ : inline_.items;
+  }
   std::uint32_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   // The elements live outside the record (always so without inline room).
