@@ -41,7 +41,7 @@ class CompactList {
   }
   std::uint32_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
-  // The elements live outside the record (always so without inline room).
+  // The elements live outside the record (always so without inline room, once there are any).
   bool spilled() const { return heap_ != nullptr; }
   T& operator[](std::size_t i) { return data()[i]; }
   const T& operator[](std::size_t i) const { return data()[i]; }
