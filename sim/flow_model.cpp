@@ -532,7 +532,7 @@ void FlowModel::add_to_region(FlowId f) {
       if (!binding(res)) continue;
       add_to_component(use.resource);
     } else if (res.local < scanned_ && comp_res_[res.local] == use.resource) {
-      rescan_[res.local] = true;  // a filling of this set scanned it without this flow
+      rescan_[res.local] = 1;  // a filling of this set scanned it without this flow
     }
     res.flows[use.slot].stamp = epoch_;
   }
@@ -638,7 +638,7 @@ void FlowModel::fill() {
     fair_[i] = fair_share(res, sh);
     scanned_share_[i] = sh;
     scanned_fair_[i] = fair_[i];
-    rescan_[i] = false;
+    rescan_[i] = 0;
   }
   scanned_ = n;
   // The flows of an earlier filling of this set are in by_bound_ already, or not: a resource

@@ -321,7 +321,7 @@ class FlowModel {
   // the set, but the resources marked in rescan_, where a flow that joined holds an entry.
   std::vector<Share> scanned_share_;
   std::vector<double> scanned_fair_;
-  std::vector<bool> rescan_;
+  std::vector<std::uint8_t> rescan_;  // bytes, not bits: read once per resource per filling
   std::size_t scanned_ = 0;
   std::size_t flows_scanned_ = 0;
   std::vector<Level> heap_;

@@ -400,14 +400,23 @@ std::optional<Route> CellRouting::compute(NodeId from, NodeId to, bool ecmp, std
     for (const auto& e : dest.entries) best = std::min(best, join((*e.table)[k], e.cost));
     return best;
   };
+  // The core labels of the heads of one cell's exits: a walk asks for the labels of many nodes
+  // of the cell it is in (every neighbour of every hop there), and each needs all of them.
+  std::int32_t exits_cell = kNone;
+  std::vector<Label> exits_label;
   const auto label = [&](NodeId v) {
     if (m.in_core(v)) return core_label(m.local[v]);
-    const auto c = static_cast<std::size_t>(m.cell(v));
-    Label best = m.cell(v) == dest.cell ? dest.inside[m.local[v]] : Label{};
-    const auto x = m.exits_of(c);
+    const std::int32_t cell = m.cell(v);
+    const auto x = m.exits_of(static_cast<std::size_t>(cell));
+    if (exits_cell != cell) {
+      exits_cell = cell;
+      exits_label.clear();
+      for (LinkId e : x) exits_label.push_back(core_label(m.local[t.link(e).to]));
+    }
+    Label best = cell == dest.cell ? dest.inside[m.local[v]] : Label{};
     const Label* row = m.leave_row(v);
     for (std::size_t i = 0; i < x.size(); ++i)
-      if (row[i] < best) best = std::min(best, join(row[i], core_label(m.local[t.link(x[i]).to])));
+      if (row[i] < best) best = std::min(best, join(row[i], exits_label[i]));
     return best;
   };
 
