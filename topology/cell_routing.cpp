@@ -12,12 +12,6 @@
 namespace collsim::topo::detail {
 namespace {
 
-// A link of the core graph, stored with its head: `from` reaches the head at `cost`.
-struct Arc {
-  std::uint32_t from;
-  Label cost;
-};
-
 struct HeapEntry {
   Label label;
   std::uint32_t index;
@@ -51,8 +45,24 @@ struct CellRouting::Impl {
   std::vector<Label> leave;
 
   std::vector<NodeId> core;
-  std::vector<std::uint32_t> arc_begin;  // core graph, arcs grouped by head
-  std::vector<Arc> arcs;
+  // Each core node's out-links, in `out` order, with what next_towards() reads of them: a spine
+  // has a link to every leaf, and each of its next-link lists reads them all.
+  struct CoreLink {
+    LinkId link;
+    NodeId to;
+    std::uint32_t to_core;  // the head's core index, or kNotCore
+    std::uint64_t ps;
+  };
+  static constexpr std::uint32_t kNotCore = ~std::uint32_t{0};
+  std::vector<std::uint32_t> core_out_begin;
+  std::vector<CoreLink> core_out;
+  // The core graph, its arcs grouped by head, as columns: arc a joins arc_from[a] to its head
+  // at a cost of arc_ps[a] picoseconds and arc_hops[a] hops. A table's search reads them in
+  // order, every arc of every core node, once per table.
+  std::vector<std::uint32_t> arc_begin;
+  std::vector<std::uint32_t> arc_from;
+  std::vector<std::uint64_t> arc_ps;
+  std::vector<std::uint32_t> arc_hops;
 
   // D(., t) for core target t, built on first use and never changed afterwards.
   std::unique_ptr<std::atomic<const std::vector<Label>*>[]> dist;
@@ -237,10 +247,20 @@ struct CellRouting::Impl {
     arc_begin.assign(core.size() + 1, 0);
     for (std::size_t i = 0; i < raw.size(); ++i) {
       if (i > 0 && raw[i].head == raw[i - 1].head && raw[i].from == raw[i - 1].from) continue;
-      arcs.push_back({raw[i].from, raw[i].cost});
+      arc_from.push_back(raw[i].from);
+      arc_ps.push_back(raw[i].cost.ps);
+      arc_hops.push_back(raw[i].cost.hops);
       ++arc_begin[raw[i].head + 1];
     }
     for (std::size_t k = 0; k < core.size(); ++k) arc_begin[k + 1] += arc_begin[k];
+    core_out_begin.assign(1, 0);
+    for (const NodeId u : core) {
+      for (LinkId id : out.of(u)) {
+        const NodeId v = topology.link(id).to;
+        core_out.push_back({id, v, in_core(v) ? local[v] : kNotCore, ps[id]});
+      }
+      core_out_begin.push_back(static_cast<std::uint32_t>(core_out.size()));
+    }
     dist.reset(new std::atomic<const std::vector<Label>*>[core.size()]);
     for (std::size_t k = 0; k < core.size(); ++k) dist[k].store(nullptr, std::memory_order_relaxed);
   }
@@ -263,11 +283,14 @@ struct CellRouting::Impl {
       const HeapEntry e = heap.back();
       heap.pop_back();
       if ((*label)[e.index] < e.label) continue;
+      // Arcs and settled labels are finite, and their sums far from overflow (build()).
+      Label* labels = label->data();
       for (std::uint32_t a = arc_begin[e.index]; a < arc_begin[e.index + 1]; ++a) {
-        const Label nl = join(arcs[a].cost, e.label);
-        if (nl < (*label)[arcs[a].from]) {
-          (*label)[arcs[a].from] = nl;
-          heap.push_back({nl, arcs[a].from});
+        const Label nl{e.label.ps + arc_ps[a], e.label.hops + arc_hops[a]};
+        Label& old = labels[arc_from[a]];
+        if (nl < old) {
+          old = nl;
+          heap.push_back({nl, arc_from[a]});
           std::push_heap(heap.begin(), heap.end());
         }
       }
@@ -310,10 +333,10 @@ struct CellRouting::Impl {
       if (auto it = shard.next.find(key); it != shard.next.end()) return it->second;
     }
     std::vector<Candidate> found;
-    for (LinkId id : out.of(core[u])) {
-      const NodeId v = topology.link(id).to;
-      const Label lv = to_core(v, d);
-      if (lv.finite() && extend(lv, ps[id]) == d[u]) found.push_back({name_rank[v], id, v});
+    for (std::uint32_t i = core_out_begin[u]; i < core_out_begin[u + 1]; ++i) {
+      const CoreLink& l = core_out[i];
+      const Label lv = l.to_core != kNotCore ? d[l.to_core] : to_core(l.to, d);
+      if (lv.finite() && extend(lv, l.ps) == d[u]) found.push_back({name_rank[l.to], l.link, l.to});
     }
     std::sort(found.begin(), found.end());
     // A map node and its list: about 64 bytes besides the candidates.
