@@ -427,9 +427,8 @@ double FlowModel::lowest_in_heap(ResourceId& bottleneck) {
   // top, instead of one per frozen flow per resource it crosses.
   while (!heap_.empty()) {
     const Level top = heap_.front();
-    const Resource& res = res_[top.resource];
-    const double fair = fair_[res.local];
-    const bool unfrozen = share_[res.local].unfrozen > 0;
+    const double fair = fair_[top.local];
+    const bool unfrozen = share_[top.local].unfrozen > 0;
     if (unfrozen && !(fair > top.share)) {
       bottleneck = top.resource;
       return fair;
@@ -437,7 +436,7 @@ double FlowModel::lowest_in_heap(ResourceId& bottleneck) {
     std::pop_heap(heap_.begin(), heap_.end(), later);
     heap_.pop_back();
     if (unfrozen) {
-      heap_.push_back(Level{fair, top.resource});
+      heap_.push_back(Level{fair, top.resource, top.local});
       std::push_heap(heap_.begin(), heap_.end(), later);
     }
   }
@@ -675,7 +674,7 @@ void FlowModel::fill() {
       for (std::size_t i = 0; i < n; ++i) {
         const Resource& res = res_[comp_res_[i]];
         if (share_[i].unfrozen > 0 && res.capacity < kUnlimited)
-          heap_.push_back(Level{fair_[i], comp_res_[i]});
+          heap_.push_back(Level{fair_[i], comp_res_[i], static_cast<std::uint32_t>(i)});
       }
       std::make_heap(heap_.begin(), heap_.end(), later);
     }

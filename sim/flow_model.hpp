@@ -227,10 +227,12 @@ class FlowModel {
     return res.capacity < kUnlimited && res.flows.size() > 1 &&
            res.demand > res.capacity * (1 - 1e-9);
   }
-  // A resource waiting in the progressive-filling heap under the share it had when pushed.
+  // A resource waiting in the progressive-filling heap under the share it had when pushed, with
+  // its position in the set: the heap reads its share there, not through its record.
   struct Level {
     double share;
     ResourceId resource;
+    std::uint32_t local;
   };
   // Heap order: lowest share first, ties by resource id, so that runs repeat exactly.
   // A function object, not a function: passed to the heap algorithms as a pointer, a function
