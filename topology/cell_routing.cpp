@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <shared_mutex>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -98,6 +100,23 @@ struct CellRouting::Impl {
   const Label* leave_row(NodeId v) const {
     const auto c = static_cast<std::size_t>(cell(v));
     return leave.data() + leave_begin[c] + std::size_t{local[v]} * exits_of(c).size();
+  }
+
+  // Cells alike inside (the servers of one template: the same links between the same positions
+  // at the same latencies) are at the same distances inside, by position. Each class of two
+  // cells or more keeps them for every pair of its nodes, inside[target * nodes + v], where
+  // they fit the memory limit; other cells search again for each route that needs them.
+  std::vector<std::uint32_t> cell_class;
+  std::vector<std::vector<Label>> class_inside;
+
+  // Distances inside cell c to its node `target`, by local index: its class's, or a search's
+  // into `scratch`.
+  const Label* inside_of(std::size_t c, NodeId target, std::vector<Label>& scratch,
+                         std::vector<HeapEntry>& heap) const {
+    const std::vector<Label>& kept = class_inside[cell_class[c]];
+    if (!kept.empty()) return kept.data() + std::size_t{local[target]} * nodes_of(c).size();
+    inside_to(c, target, scratch, heap);
+    return scratch.data();
   }
 
   // Distances inside cell c to its node `target`, by local index.
@@ -196,6 +215,42 @@ struct CellRouting::Impl {
     }
   }
 
+  void classify_cells() {
+    // A cell's inside as (head, tail, latency) triples by position, in a canonical order.
+    using Inside = std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>>;
+    std::map<Inside, std::uint32_t> classes;
+    std::vector<std::size_t> first_cell, members;
+    cell_class.resize(cells);
+    for (std::size_t c = 0; c < cells; ++c) {
+      Inside inside;
+      for (const NodeId n : nodes_of(c))
+        for (LinkId id : in.of(n))
+          if (cell(topology.link(id).from) == static_cast<std::int32_t>(c))
+            inside.emplace_back(local[n], local[topology.link(id).from], ps[id]);
+      std::sort(inside.begin(), inside.end());
+      const auto [it, fresh] =
+          classes.try_emplace(std::move(inside), static_cast<std::uint32_t>(first_cell.size()));
+      if (fresh) {
+        first_cell.push_back(c);
+        members.push_back(0);
+      }
+      cell_class[c] = it->second;
+      ++members[it->second];
+    }
+    class_inside.resize(first_cell.size());
+    std::vector<Label> label;
+    std::vector<HeapEntry> heap;
+    for (std::size_t k = 0; k < first_cell.size(); ++k) {
+      const auto nodes = nodes_of(first_cell[k]);
+      if (members[k] < 2 || !reserve(nodes.size() * nodes.size() * sizeof(Label))) continue;
+      class_inside[k].reserve(nodes.size() * nodes.size());
+      for (const NodeId target : nodes) {
+        inside_to(first_cell[k], target, label, heap);
+        class_inside[k].insert(class_inside[k].end(), label.begin(), label.end());
+      }
+    }
+  }
+
   void build_leave_tables() {
     leave_begin.assign(cells + 1, 0);
     for (std::size_t c = 0; c < cells; ++c)
@@ -206,10 +261,10 @@ struct CellRouting::Impl {
     for (std::size_t c = 0; c < cells; ++c) {
       const auto x = exits_of(c);
       for (std::size_t i = 0; i < x.size(); ++i) {
-        inside_to(c, topology.link(x[i]).from, label, heap);
-        for (std::size_t v = 0; v < label.size(); ++v)
-          if (label[v].finite())
-            leave[leave_begin[c] + v * x.size() + i] = extend(label[v], ps[x[i]]);
+        const Label* inside = inside_of(c, topology.link(x[i]).from, label, heap);
+        for (std::size_t v = 0; v < nodes_of(c).size(); ++v)
+          if (inside[v].finite())
+            leave[leave_begin[c] + v * x.size() + i] = extend(inside[v], ps[x[i]]);
       }
     }
   }
@@ -364,7 +419,7 @@ struct Destination {
     const std::vector<Label>* table;
   };
   std::int32_t cell;
-  std::vector<Label> inside;                  // by local index; empty for a core node
+  const Label* inside = nullptr;              // by local index; none for a core node
   const std::vector<Label>* table = nullptr;  // a core destination's own table
   std::vector<Entry> entries;
   std::vector<std::unique_ptr<std::vector<Label>>> kept;  // tables the router could not keep
@@ -390,6 +445,7 @@ std::unique_ptr<CellRouting> CellRouting::build(const Topology& topology, const 
   auto impl = std::make_unique<Impl>(topology, out, link_ps, name_rank);
   impl->memory_limit = memory_limit;
   impl->index_cells();
+  impl->classify_cells();
   impl->build_leave_tables();
   impl->build_core_graph();
   return std::unique_ptr<CellRouting>(new CellRouting(std::move(impl)));
@@ -403,12 +459,13 @@ std::optional<Route> CellRouting::compute(NodeId from, NodeId to, bool ecmp, std
                                           bool& chose) const {
   const Impl& m = *impl_;
   const Topology& t = m.topology;
-  Destination dest{m.cell(to), {}, nullptr, {}, {}};
+  Destination dest{m.cell(to), nullptr, nullptr, {}, {}};
+  std::vector<Label> inside;
   if (dest.cell == kNone) {
     dest.table = &m.table(m.local[to], dest.kept.emplace_back());
   } else {
     std::vector<HeapEntry> heap;
-    m.inside_to(static_cast<std::size_t>(dest.cell), to, dest.inside, heap);
+    dest.inside = m.inside_of(static_cast<std::size_t>(dest.cell), to, inside, heap);
     for (LinkId f : m.entries_of(static_cast<std::size_t>(dest.cell))) {
       const Link& l = t.link(f);
       const Label in = dest.inside[m.local[l.to]];
