@@ -623,6 +623,7 @@ void FlowModel::fill() {
     sh.outside_fastest = 0;
     sh.outsiders = false;
     sh.outside_bottlenecked = false;
+    sh.limited = res.capacity < kUnlimited;
     for (const Entry& e : res.flows) {
       if (e.stamp == epoch_) {
         ++sh.unfrozen;
@@ -672,8 +673,7 @@ void FlowModel::fill() {
       heaped = true;
       heap_.clear();
       for (std::size_t i = 0; i < n; ++i) {
-        const Resource& res = res_[comp_res_[i]];
-        if (share_[i].unfrozen > 0 && res.capacity < kUnlimited)
+        if (share_[i].unfrozen > 0 && share_[i].limited)
           heap_.push_back(Level{fair_[i], comp_res_[i], static_cast<std::uint32_t>(i)});
       }
       std::make_heap(heap_.begin(), heap_.end(), later);

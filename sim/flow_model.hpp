@@ -219,6 +219,7 @@ class FlowModel {
     std::uint32_t unfrozen;
     bool outsiders;
     bool outside_bottlenecked;
+    bool limited;  // its capacity is not kUnlimited: a heap of the set's levels holds it
   };
   // Can the resource be saturated by the bounds of its flows? See the header comment. The
   // margin keeps rounding in the running demand sum from calling a binding resource slack; a
