@@ -7,6 +7,7 @@
 #include <shared_mutex>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "topology/error.hpp"
@@ -216,18 +217,20 @@ struct CellRouting::Impl {
   }
 
   void classify_cells() {
-    // A cell's inside as (head, tail, latency) triples by position, in a canonical order.
-    using Inside = std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>>;
+    // A cell's inside: its number of nodes, and its links as (head, tail, latency) triples by
+    // position, in a canonical order.
+    using Links = std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>>;
+    using Inside = std::pair<std::size_t, Links>;
     std::map<Inside, std::uint32_t> classes;
     std::vector<std::size_t> first_cell, members;
     cell_class.resize(cells);
     for (std::size_t c = 0; c < cells; ++c) {
-      Inside inside;
+      Inside inside{nodes_of(c).size(), {}};
       for (const NodeId n : nodes_of(c))
         for (LinkId id : in.of(n))
           if (cell(topology.link(id).from) == static_cast<std::int32_t>(c))
-            inside.emplace_back(local[n], local[topology.link(id).from], ps[id]);
-      std::sort(inside.begin(), inside.end());
+            inside.second.emplace_back(local[n], local[topology.link(id).from], ps[id]);
+      std::sort(inside.second.begin(), inside.second.end());
       const auto [it, fresh] =
           classes.try_emplace(std::move(inside), static_cast<std::uint32_t>(first_cell.size()));
       if (fresh) {

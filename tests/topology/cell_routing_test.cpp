@@ -167,6 +167,36 @@ TEST_CASE("routing by cells equals the whole-graph search on random fabrics") {
   CHECK(pairs > 20000);
 }
 
+TEST_CASE("cells with the same links inside but different nodes are not alike") {
+  // Two servers with the same two linked GPUs; the first has a NIC more, which only the switch
+  // reaches. Their insides must not share one table of distances (the NIC shifts the rows).
+  Topology t;
+  const auto node = [&](const char* name, NodeKind kind, std::int32_t server) {
+    Node n;
+    n.name = name;
+    n.kind = kind;
+    n.server = server;
+    return t.add_node(std::move(n));
+  };
+  const auto duplex = [&](NodeId a, NodeId b, double latency) {
+    const auto index = static_cast<std::uint32_t>(t.num_links());
+    t.add_link(Link{a, b, LinkKind::pcie, 1e9, latency, index});
+    t.add_link(Link{b, a, LinkKind::pcie, 1e9, latency, index});
+  };
+  for (int s = 0; s < 2; ++s) t.add_server(Server{numbered("s", s), kNone, true, true});
+  const NodeId a0 = node("a0", NodeKind::gpu, 0), a1 = node("a1", NodeKind::gpu, 0);
+  const NodeId nic = node("a2", NodeKind::nic, 0);
+  const NodeId b0 = node("b0", NodeKind::gpu, 1), b1 = node("b1", NodeKind::gpu, 1);
+  const NodeId sw = node("sw", NodeKind::network_switch, kNone);
+  duplex(a0, a1, 100e-9);
+  duplex(b0, b1, 100e-9);
+  duplex(a1, sw, 200e-9);
+  duplex(nic, sw, 200e-9);
+  duplex(b1, sw, 200e-9);
+  finalize(t);
+  CHECK(mismatches(t, all_nodes(t), {0, 1}) == 0);
+}
+
 TEST_CASE("routing by cells equals the whole-graph search on shipped fabrics") {
   const Topology rack = load_topology(config_path("hetero-rack.json"));
   CHECK(mismatches(rack, all_nodes(rack), {0, 5}) == 0);
