@@ -103,9 +103,9 @@ struct CellRouting::Impl {
     return leave.data() + leave_begin[c] + std::size_t{local[v]} * exits_of(c).size();
   }
 
-  // Cells alike inside (the servers of one template: the same links between the same positions
-  // at the same latencies) are at the same distances inside, by position. Each class of two
-  // cells or more keeps them for every pair of its nodes, inside[target * nodes + v], where
+  // Cells alike inside (the servers of one template: as many nodes, the same links between the
+  // same positions at the same latencies) are at the same distances inside, by position. Each class
+  // of two cells or more keeps them for every pair of its nodes, inside[target * nodes + v], where
   // they fit the memory limit; other cells search again for each route that needs them.
   std::vector<std::uint32_t> cell_class;
   std::vector<std::vector<Label>> class_inside;

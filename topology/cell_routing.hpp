@@ -17,8 +17,8 @@
 // minima covers. D is one search per core target over a small graph: the core nodes, their
 // links, and for each cell one shortcut per (entry, exit) pair costing the cheapest way through
 // it. A 131,072-GPU rail-optimised cluster has 380,000 nodes but 4,112 core nodes. Cells alike
-// inside (the same links between the same positions at the same latencies, as every server of
-// one template) have the same d_C by position: each such class keeps it for all its pairs.
+// inside (as many nodes, the same links between the same positions at the same latencies: every
+// server of one template) have the same d_C by position; each such class keeps it for all pairs.
 #include <cstdint>
 #include <memory>
 #include <optional>
