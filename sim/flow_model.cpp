@@ -605,12 +605,15 @@ void FlowModel::fill() {
   scanned_share_.resize(n);
   scanned_fair_.resize(n);
   rescan_.resize(n);
+  to_check_.clear();
   for (std::size_t i = 0; i < n; ++i) {
     // A region filled again after it grew: a resource none of the joining flows holds is as the
     // last filling found it, entry for entry.
     if (i < scanned_ && !rescan_[i]) {
       share_[i] = scanned_share_[i];
       fair_[i] = scanned_fair_[i];
+      if (share_[i].outsiders && share_[i].outside_bottlenecked)
+        to_check_.push_back(static_cast<std::uint32_t>(i));
       continue;
     }
     Resource& res = res_[comp_res_[i]];
@@ -636,6 +639,7 @@ void FlowModel::fill() {
       sh.outside_bottlenecked = sh.outside_bottlenecked || e.bottleneck;
     }
     fair_[i] = fair_share(res, sh);
+    if (sh.outsiders && sh.outside_bottlenecked) to_check_.push_back(static_cast<std::uint32_t>(i));
     scanned_share_[i] = sh;
     scanned_fair_[i] = fair_[i];
     rescan_[i] = 0;
@@ -695,7 +699,11 @@ void FlowModel::fill() {
       std::pop_heap(heap_.begin(), heap_.end(), later);
       heap_.pop_back();
     }
-    share_[res_[bottleneck].local].level = level;
+    Share& frozen_at = share_[res_[bottleneck].local];
+    frozen_at.level = level;
+    if (frozen_at.outsiders && !frozen_at.outside_bottlenecked &&
+        frozen_at.outside_fastest > level * (1 + kTolerance))
+      to_check_.push_back(res_[bottleneck].local);
     for (const Entry& e : res_[bottleneck].flows) {
       if (e.stamp != epoch_) continue;  // outside the set: its record is not read
       Flow& flow = flows_[e.flow];
@@ -710,12 +718,10 @@ FlowModel::Check FlowModel::check_region() {
   // saturated and itself still the fastest there. Anything else kept its bottleneck: no rate on
   // its resources changed.
   joining_.clear();
-  for (std::size_t i = 0; i < comp_res_.size(); ++i) {
+  // In the set's order, as the joining flows enter it in the order they are found.
+  std::sort(to_check_.begin(), to_check_.end());
+  for (const std::uint32_t i : to_check_) {
     const Share& sh = share_[i];
-    // Nobody to join here: no outside flow faster than the level, none bottlenecked here.
-    const bool maybe_above =
-        sh.level < kUnlimited && sh.outside_fastest > sh.level * (1 + kTolerance);
-    if (!sh.outsiders || !(maybe_above || sh.outside_bottlenecked)) continue;
     const Resource& res = res_[comp_res_[i]];
     double load = 0;
     double fastest = 0;

@@ -329,6 +329,9 @@ class FlowModel {
   std::size_t flows_scanned_ = 0;
   std::vector<Level> heap_;
   std::vector<FlowId> joining_;
+  // The set positions where check_region() may find flows to join, noted as the filling learns
+  // them: an outside flow bottlenecked there, or one faster than the level the filling set.
+  std::vector<std::uint32_t> to_check_;
   bool deferred_ = false;
   std::vector<ResourceId> pending_seeds_;      // what the arrivals and departures since the last
   std::vector<ResourceId> pending_touched_;    // flush changed, and (observers) what they loaded
