@@ -454,7 +454,7 @@ void FlowModel::freeze(Flow& flow, double rate, ResourceId bottleneck) {
     --sh.unfrozen;
     sh.weight_sum -= use.weight;
     sh.remaining -= use.weight * rate;
-    fair_[res.local] = fair_share(res, sh);
+    fair_[res.local] = fair_share(sh);
   }
 }
 
@@ -612,37 +612,36 @@ void FlowModel::fill() {
     if (i < scanned_ && !rescan_[i]) {
       share_[i] = scanned_share_[i];
       fair_[i] = scanned_fair_[i];
-      if (share_[i].outsiders && share_[i].outside_bottlenecked)
-        to_check_.push_back(static_cast<std::uint32_t>(i));
-      continue;
-    }
-    Resource& res = res_[comp_res_[i]];
-    res.local = static_cast<std::uint32_t>(i);
-    Share& sh = share_[i];
-    sh.remaining = res.capacity;
-    sh.unfrozen = 0;
-    sh.weight_sum = 0;
-    sh.level = kUnlimited;
-    sh.outside_fastest = 0;
-    sh.outsiders = false;
-    sh.outside_bottlenecked = false;
-    sh.limited = res.capacity < kUnlimited;
-    for (const Entry& e : res.flows) {
-      if (e.stamp == epoch_) {
-        ++sh.unfrozen;
-        sh.weight_sum += e.weight;
-        continue;
+    } else {
+      Resource& res = res_[comp_res_[i]];
+      res.local = static_cast<std::uint32_t>(i);
+      Share& sh = share_[i];
+      sh.remaining = res.capacity;
+      sh.unfrozen = 0;
+      sh.weight_sum = 0;
+      sh.level = kUnlimited;
+      sh.outside_fastest = 0;
+      sh.outsiders = false;
+      sh.outside_bottlenecked = false;
+      sh.limited = res.capacity < kUnlimited;
+      for (const Entry& e : res.flows) {
+        if (e.stamp == epoch_) {
+          ++sh.unfrozen;
+          sh.weight_sum += e.weight;
+          continue;
+        }
+        if (e.rate < kUnlimited) sh.remaining -= e.weight * e.rate;
+        sh.outside_fastest = std::max(sh.outside_fastest, e.rate);
+        sh.outsiders = true;
+        sh.outside_bottlenecked = sh.outside_bottlenecked || e.bottleneck;
       }
-      if (e.rate < kUnlimited) sh.remaining -= e.weight * e.rate;
-      sh.outside_fastest = std::max(sh.outside_fastest, e.rate);
-      sh.outsiders = true;
-      sh.outside_bottlenecked = sh.outside_bottlenecked || e.bottleneck;
+      fair_[i] = fair_share(sh);
+      scanned_share_[i] = sh;
+      scanned_fair_[i] = fair_[i];
+      rescan_[i] = 0;
     }
-    fair_[i] = fair_share(res, sh);
-    if (sh.outsiders && sh.outside_bottlenecked) to_check_.push_back(static_cast<std::uint32_t>(i));
-    scanned_share_[i] = sh;
-    scanned_fair_[i] = fair_[i];
-    rescan_[i] = 0;
+    if (share_[i].outsiders && share_[i].outside_bottlenecked)
+      to_check_.push_back(static_cast<std::uint32_t>(i));
   }
   scanned_ = n;
   // The flows of an earlier filling of this set are in by_bound_ already, or not: a resource

@@ -219,7 +219,7 @@ class FlowModel {
     std::uint32_t unfrozen;
     bool outsiders;
     bool outside_bottlenecked;
-    bool limited;  // its capacity is not kUnlimited: a heap of the set's levels holds it
+    bool limited;  // its capacity is not kUnlimited (capacities change only between fillings)
   };
   // Can the resource be saturated by the bounds of its flows? See the header comment. The
   // margin keeps rounding in the running demand sum from calling a binding resource slack; a
@@ -246,8 +246,8 @@ class FlowModel {
   static constexpr Later later{};
   // The share, for a limited resource with flows still to freeze; kUnlimited for any other, so
   // that the filling's scan never picks it.
-  static double fair_share(const Resource& res, const Share& s) {
-    if (s.unfrozen == 0 || !(res.capacity < kUnlimited)) return kUnlimited;
+  static double fair_share(const Share& s) {
+    if (s.unfrozen == 0 || !s.limited) return kUnlimited;
     return s.remaining > 0 ? s.remaining / s.weight_sum : 0.0;
   }
   // Rounds of progressive filling done by scanning before a component's resources go into a
