@@ -109,14 +109,8 @@ Region Plan::unpack(std::uint64_t v) {
 }
 
 void Plan::reserve(std::size_t ops, std::size_t deps, std::size_t reduces) {
-  kind_.reserve(ops);
-  rank_.reserve(ops);
-  stream_.reserve(ops);
-  bytes_.reserve(ops);
-  a_.reserve(ops);
-  b_.reserve(ops);
+  rows_.reserve(ops);
   reduce_.reserve(reduces);
-  dep_.reserve(ops);
   // Only ops with two or more dependencies use deps_; reserving address space for all of them
   // costs no memory until written.
   deps_.reserve(deps);
@@ -125,58 +119,55 @@ void Plan::reserve(std::size_t ops, std::size_t deps, std::size_t reduces) {
 OpId Plan::add(const Op& op, std::span<const OpId> deps) {
   if (num_ops() >= kNoOp) throw InternalError("plan has more than 2^32-1 ops");
   const auto id = static_cast<OpId>(num_ops());
-  std::uint64_t a = 0, b = 0;
+  Row row;
+  row.kind = op.kind;
+  row.rank = op.rank;
+  row.stream = op.stream;
   switch (op.kind) {
     case OpKind::send:
-      a = pack(op.src);
-      b = std::uint64_t{op.peer} << 32 | kNoOp;
+      row.a = pack(op.src);
+      row.b = std::uint64_t{op.peer} << 32 | kNoOp;
       break;
     case OpKind::recv:
-      a = pack(op.dst);
-      b = std::uint64_t{op.peer} << 32 | kNoOp;
+      row.a = pack(op.dst);
+      row.b = std::uint64_t{op.peer} << 32 | kNoOp;
       break;
     case OpKind::reduce:
-      a = pack(op.dst);
-      b = reduce_.end();
+      row.a = pack(op.dst);
+      row.b = reduce_.end();
       reduce_.push_back({pack(op.src), pack(op.src2)});
       break;
     case OpKind::copy:
-      a = pack(op.dst);
-      b = pack(op.src);
+      row.a = pack(op.dst);
+      row.b = pack(op.src);
       break;
     case OpKind::compute:
     case OpKind::delay:
-      a = std::bit_cast<std::uint64_t>(op.seconds);
+      row.a = std::bit_cast<std::uint64_t>(op.seconds);
       break;
   }
-  kind_.push_back(op.kind);
-  rank_.push_back(op.rank);
-  stream_.push_back(op.stream);
   if (op.bytes < kWideBytes) {
-    bytes_.push_back(static_cast<std::uint32_t>(op.bytes));
+    row.bytes = static_cast<std::uint32_t>(op.bytes);
   } else {
-    bytes_.push_back(kWideBytes);
+    row.bytes = kWideBytes;
     wide_.emplace_back(id, op.bytes);
   }
-  a_.push_back(a);
-  b_.push_back(b);
   std::size_t count = 0;
   OpId first = kNoOp;
   for (OpId d : deps)
     if (d != kNoOp && count++ == 0) first = d;
-  if (count == 0) {
-    dep_.push_back(kNoOp);
-  } else if (count == 1 && first < kManyDeps) {
-    dep_.push_back(first);
-  } else {
+  if (count == 1 && first < kManyDeps) {
+    row.dep = first;
+  } else if (count != 0) {
     const std::size_t g = group_base_ + dep_begin_.size() - 1;
     if (g >= kManyDeps || deps_base_ + deps_.size() + count > kNoOp)
       throw InternalError("plan has more than 2^31 ops with several dependencies");
-    dep_.push_back(kManyDeps | static_cast<std::uint32_t>(g));
+    row.dep = kManyDeps | static_cast<std::uint32_t>(g);
     for (OpId d : deps)
       if (d != kNoOp) deps_.push_back(d);
     dep_begin_.push_back(static_cast<std::uint32_t>(deps_base_ + deps_.size()));
   }
+  rows_.push_back(row);
   num_deps_ += count;
   return id;
 }
@@ -184,8 +175,8 @@ OpId Plan::add(const Op& op, std::span<const OpId> deps) {
 void Plan::match(OpId send, OpId recv) {
   // Only transfers carry a partner (the low half of their b word); a non-transfer end keeps no
   // record of the pairing, so the engine reports the transfer end as unmatched.
-  if (transfer(send)) b_[send] = (b_[send] & ~std::uint64_t{0xffffffff}) | recv;
-  if (transfer(recv)) b_[recv] = (b_[recv] & ~std::uint64_t{0xffffffff}) | send;
+  if (transfer(send)) rows_[send].b = (rows_[send].b & ~std::uint64_t{0xffffffff}) | recv;
+  if (transfer(recv)) rows_[recv].b = (rows_[recv].b & ~std::uint64_t{0xffffffff}) | send;
 }
 
 void Plan::drop_before(OpId id) {
@@ -195,16 +186,11 @@ void Plan::drop_before(OpId id) {
   std::uint64_t reduces = 0;
   std::uint32_t groups = 0;
   for (OpId i = first; i < id; ++i) {
-    reduces += kind_[i] == OpKind::reduce;
-    groups += dep_[i] != kNoOp && (dep_[i] & kManyDeps) != 0;
+    const Row& row = rows_[i];
+    reduces += row.kind == OpKind::reduce;
+    groups += row.dep != kNoOp && (row.dep & kManyDeps) != 0;
   }
-  kind_.drop_before(id);
-  rank_.drop_before(id);
-  stream_.drop_before(id);
-  bytes_.drop_before(id);
-  a_.drop_before(id);
-  b_.drop_before(id);
-  dep_.drop_before(id);
+  rows_.drop_before(id);
   reduce_.drop_before(reduce_.front() + reduces);
   // dep_begin_ holds one entry per group plus the end of the last: the kept groups' edges start
   // at the entry of the first kept group. Erasing only once the dropped part is at least half
@@ -234,9 +220,9 @@ Bytes Plan::wide_bytes(OpId id) const {
 Region Plan::src(OpId id) const {
   switch (kind(id)) {
     case OpKind::send:
-      return unpack(a_[id]);
+      return unpack(rows_[id].a);
     case OpKind::copy:
-      return unpack(b_[id]);
+      return unpack(rows_[id].b);
     case OpKind::reduce:
       return unpack(reduce_operands(id)[0]);
     default:
@@ -250,7 +236,8 @@ Region Plan::src2(OpId id) const {
 
 Region Plan::dst(OpId id) const {
   const OpKind k = kind(id);
-  return k == OpKind::recv || k == OpKind::reduce || k == OpKind::copy ? unpack(a_[id]) : Region{};
+  return k == OpKind::recv || k == OpKind::reduce || k == OpKind::copy ? unpack(rows_[id].a)
+                                                                       : Region{};
 }
 
 Op Plan::op(OpId id) const {
@@ -270,7 +257,8 @@ Op Plan::op(OpId id) const {
 StreamId Plan::num_streams(RankId rank) const {
   StreamId n = 0;
   for (std::uint64_t i = first_op(); i < num_ops(); ++i)
-    if (rank_[i] == rank) n = std::max<StreamId>(n, static_cast<StreamId>(stream_[i] + 1));
+    if (rows_[i].rank == rank)
+      n = std::max<StreamId>(n, static_cast<StreamId>(rows_[i].stream + 1));
   return n;
 }
 

@@ -15,9 +15,9 @@
 //   copy   writes dst = src on `rank`; d2h, h2d, d2d or host memcpy follows from the buffers
 //   compute, delay: take `seconds`, touch no data
 //
-// Storage is a struct of arrays with 32-bit ids and dependencies in CSR form, each op keeping only
-// the fields its kind uses: 31 bytes per op, 16 more per reduce, and 4 more per dependency edge
-// of ops with two or more (docs/performance.md).
+// Storage is one 32-byte row per op with 32-bit ids and dependencies in CSR form, each op keeping
+// only the fields its kind uses, plus 16 bytes per reduce and 4 per dependency edge of ops with
+// two or more (docs/performance.md).
 //
 // A plan that is simulated while it is generated (sim::simulate_streaming) forgets the ops the
 // engine has finished with: drop_before(id) frees every op below `id`, whose ids stay taken, so
@@ -126,37 +126,37 @@ class Plan {
   void reserve(std::size_t ops, std::size_t deps, std::size_t reduces = 0);
 
   // One past the last op id. Every id in [first_op(), num_ops()) can be read.
-  std::size_t num_ops() const { return kind_.end(); }
+  std::size_t num_ops() const { return rows_.end(); }
   std::size_t num_deps() const { return num_deps_; }
   OpId first_op() const {  // 0 unless drop_before was called
-    return static_cast<OpId>(kind_.front());
+    return static_cast<OpId>(rows_.front());
   }
   // Frees the ops below `id` (their ids stay taken). Ops kept may still name dropped ones as
   // dependencies or partners; reading a dropped op is an error of the caller.
   void drop_before(OpId id);
   Op op(OpId id) const;
-  OpKind kind(OpId id) const { return kind_[id]; }
-  RankId rank(OpId id) const { return rank_[id]; }
-  StreamId stream(OpId id) const { return stream_[id]; }
+  OpKind kind(OpId id) const { return rows_[id].kind; }
+  RankId rank(OpId id) const { return rows_[id].rank; }
+  StreamId stream(OpId id) const { return rows_[id].stream; }
   Bytes bytes(OpId id) const {
-    const std::uint32_t b = bytes_[id];
+    const std::uint32_t b = rows_[id].bytes;
     return b != kWideBytes ? b : wide_bytes(id);
   }
   RankId peer(OpId id) const {  // send: destination rank; recv: source rank; else kNoRank
-    return transfer(id) ? static_cast<RankId>(b_[id] >> 32) : kNoRank;
+    return transfer(id) ? static_cast<RankId>(rows_[id].b >> 32) : kNoRank;
   }
   OpId partner(OpId id) const {  // matched send/recv, or kNoOp
-    return transfer(id) ? static_cast<OpId>(b_[id]) : kNoOp;
+    return transfer(id) ? static_cast<OpId>(rows_[id].b) : kNoOp;
   }
   double seconds(OpId id) const {  // compute and delay; 0 otherwise
     const OpKind k = kind(id);
-    return k == OpKind::compute || k == OpKind::delay ? std::bit_cast<double>(a_[id]) : 0.0;
+    return k == OpKind::compute || k == OpKind::delay ? std::bit_cast<double>(rows_[id].a) : 0.0;
   }
   Region src(OpId id) const;
   Region src2(OpId id) const;
   Region dst(OpId id) const;
   std::span<const OpId> deps(OpId id) const {
-    const std::uint32_t& v = dep_[id];
+    const std::uint32_t& v = rows_[id].dep;
     if (v == kNoOp) return {};
     if (!(v & kManyDeps)) return {&v, 1};
     const std::size_t g = (v & ~kManyDeps) - group_base_;
@@ -174,12 +174,16 @@ class Plan {
     return k == OpKind::send || k == OpKind::recv;
   }
   Bytes wide_bytes(OpId id) const;
-  const std::array<std::uint64_t, 2>& reduce_operands(OpId id) const { return reduce_[b_[id]]; }
+  const std::array<std::uint64_t, 2>& reduce_operands(OpId id) const {
+    return reduce_[rows_[id].b];
+  }
 
   // Byte counts of 2^32 - 1 and more are rare (a few ops of a huge buffer on few ranks): they
   // sit in a side table so that every other op stores 4 bytes instead of 8.
   static constexpr std::uint32_t kWideBytes = ~std::uint32_t{0};
 
+  // One op's fields in one 32-byte row: a generator writes each op once and the engine reads
+  // each once, so one row costs one store and one line where separate columns cost seven.
   // Each op stores only the fields its kind uses, in two 8-byte words:
   //   send    a = src (packed region)   b = peer << 32 | partner
   //   recv    a = dst                   b = peer << 32 | partner
@@ -188,23 +192,27 @@ class Plan {
   //   compute, delay: a = seconds (bit pattern)
   // Fields a kind does not use read back as the defaults of Op. A packed region has the buffer
   // in the top 8 bits and the offset below.
-  RingColumn<OpKind> kind_;
-  RingColumn<RankId> rank_;
-  RingColumn<StreamId> stream_;
-  RingColumn<std::uint32_t> bytes_;           // kWideBytes: see wide_
-  std::vector<std::pair<OpId, Bytes>> wide_;  // by increasing OpId
-  RingColumn<std::uint64_t> a_, b_;
+  // Dependencies: most ops have none or one, kept in `dep` itself: kNoOp for none, else the op
+  // it waits for. An op with more (or one whose id has the top bit set) holds kManyDeps | g, and
+  // its dependencies are deps_[dep_begin_[g], dep_begin_[g + 1]).
+  struct Row {
+    std::uint64_t a = 0, b = 0;
+    RankId rank = 0;
+    std::uint32_t bytes = 0;  // kWideBytes: see wide_
+    std::uint32_t dep = kNoOp;
+    StreamId stream = 0;
+    OpKind kind = OpKind::compute;
+  };
+  static_assert(sizeof(Row) == 32);
+  RingColumn<Row> rows_;
+  std::vector<std::pair<OpId, Bytes>> wide_;         // by increasing OpId
   RingColumn<std::array<std::uint64_t, 2>> reduce_;  // src, src2 of each reduce
-  // Dependencies. Most ops have none or one, kept in dep_ itself: kNoOp for none, else the op it
-  // waits for. An op with more (or one whose id has the top bit set) holds kManyDeps | g, and its
-  // dependencies are deps_[dep_begin_[g], dep_begin_[g + 1]).
   static constexpr std::uint32_t kManyDeps = 1u << 31;
-  RingColumn<std::uint32_t> dep_;
   std::vector<std::uint32_t> dep_begin_{0};  // by group
   HugeVector<OpId> deps_;
   std::size_t num_deps_ = 0;
-  // What drop_before freed. The columns above are rings indexed by op id (reduce_ by reduce
-  // index) that drop in place, so the first op kept is kind_.front(); the dependency groups and
+  // What drop_before freed. The rows and reduce_ are rings indexed by op id (reduce_ by reduce
+  // index) that drop in place, so the first op kept is rows_.front(); the dependency groups and
   // edges are erased from the front once the dropped part is at least half of what they hold.
   // Group numbers (in dep_) and edge offsets (in dep_begin_) stay absolute, so nothing kept is
   // rewritten.
