@@ -17,6 +17,7 @@
 #include "sim/rotation.hpp"
 #include "sim/tied_links.hpp"
 #include "topology/error.hpp"
+#include "topology/huge_pages.hpp"
 
 namespace collsim::sim {
 
@@ -138,8 +139,8 @@ class Engine {
     OpId op = kNoOp;
     if (kind == EventKind::op_done || kind == EventKind::release) op = id;
     if ((kind == EventKind::flow_done || kind == EventKind::latency_done) &&
-        id < flow_index_.size() && flow_owner_[id] != Owner::background)
-      op = flow_index_[id];
+        id < flow_info_.size() && flow_info_[id].owner != Owner::background)
+      op = flow_info_[id].index;
     return op >= ops_base_ && op < registered_ ? op : kNoOp;
   }
   void prefetch_op(OpId op) const { collsim::prefetch(&ops_[op]); }
@@ -306,11 +307,19 @@ class Engine {
   std::unique_ptr<Rotation> rotation_;  // a rotated plan's orbits of resources; else null
   TiedLinks tied_;
 
-  // Per flow slot, indexed by FlowId.
-  std::vector<Owner> flow_owner_;
-  std::vector<std::uint32_t> flow_index_;  // op (send side for transfers) or background index
-  std::vector<double> flow_bytes_;
-  std::vector<double> flow_start_;  // when the flow was created (a copy's engine taken)
+  // What the engine knows of a flow slot, in one record: at 100,000 GPUs a flow's event
+  // missed the cache once per array when these were four arrays and a fifth (`queued`).
+  // Where its live completion is: in queue_, moved_, or neither.
+  enum class Queued : std::uint8_t { none, queue, moved };
+  struct FlowInfo {
+    double bytes = 0;
+    double start = 0;         // when the flow was created (a copy's engine taken)
+    std::uint32_t index = 0;  // op (send side for transfers) or background index
+    Owner owner = Owner::transfer;
+    Queued queued = Queued::none;
+  };
+  static_assert(sizeof(FlowInfo) == 24);
+  HugeVector<FlowInfo> flow_info_;  // by FlowId
 
   std::vector<CopyEngines> engines_;  // by NodeId
   struct AppliedChange {
@@ -327,9 +336,6 @@ class Engine {
   // Completions moved by a re-share after they were queued (sim/keyed_heap.hpp). The next
   // event is the earlier of the two fronts (next_event()).
   KeyedHeap moved_;
-  // By FlowId: where its live completion is.
-  enum class Queued : std::uint8_t { none, queue, moved };
-  std::vector<Queued> flow_queued_;
   // Completion events in queue_ superseded by a rate change; swept out once they are more than
   // half the queue and more than kMinSweep.
   std::uint64_t stale_events_ = 0;
@@ -676,17 +682,12 @@ std::uint32_t Engine::resolve(OpId op) {
 
 FlowId Engine::new_flow(Owner owner, std::uint32_t index, double bytes) {
   const FlowId f = flows_.create();
-  if (f >= flow_owner_.size()) {
-    flow_owner_.resize(f + 1);
-    flow_index_.resize(f + 1);
-    flow_bytes_.resize(f + 1);
-    flow_start_.resize(f + 1);
-    flow_queued_.resize(f + 1, Queued::none);
-  }
-  flow_start_[f] = now_;
-  flow_owner_[f] = owner;
-  flow_index_[f] = index;
-  flow_bytes_[f] = bytes;
+  if (f >= flow_info_.size()) flow_info_.resize(f + 1);
+  FlowInfo& info = flow_info_[f];
+  info.start = now_;
+  info.owner = owner;
+  info.index = index;
+  info.bytes = bytes;
   ++flow_count_;
   return f;
 }
@@ -694,7 +695,7 @@ FlowId Engine::new_flow(Owner owner, std::uint32_t index, double bytes) {
 void Engine::schedule_rescheduled() {
   for (FlowId f : flows_.rescheduled()) {
     const double t = flows_.finish_time(f);
-    Queued& queued = flow_queued_[f];
+    Queued& queued = flow_info_[f].queued;
     if (queued == Queued::queue) ++stale_events_;  // superseded
     if (!(t < kUnlimited)) {
       if (queued == Queued::moved) moved_.erase(f);
@@ -718,7 +719,7 @@ void Engine::launch(FlowId f, double latency) {
     queue_.push(now_ + latency, EventKind::latency_done, f, flows_.version(f));
     return;
   }
-  flows_.start(f, flow_bytes_[f], now_);
+  flows_.start(f, flow_info_[f].bytes, now_);
   schedule_rescheduled();
 }
 
@@ -890,14 +891,15 @@ bool Engine::delay_release(OpId from, OpId to) {
 void Engine::flow_done(FlowId f) {
   flows_.release(f, now_, true);
   schedule_rescheduled();
-  const std::uint32_t index = flow_index_[f];
-  switch (flow_owner_[f]) {
+  const FlowInfo& info = flow_info_[f];
+  const std::uint32_t index = info.index;
+  switch (info.owner) {
     case Owner::transfer:
       complete(index);
       complete(rec(index).partner);
       break;
     case Owner::copy:
-      if (rec(index).copy != CopyKind::host) release_engine(index, flow_start_[f]);
+      if (rec(index).copy != CopyKind::host) release_engine(index, info.start);
       complete(index);
       break;
     case Owner::reduce:
@@ -916,7 +918,7 @@ void Engine::report_stuck() const {
   // flow holds up nothing of the plan, so it is not the cause.)
   for (FlowId f = 0; f < flows_.num_flow_slots(); ++f) {
     if (!flows_.active(f) || flows_.finish_time(f) < kUnlimited) continue;
-    if (flow_owner_[f] == Owner::background) continue;
+    if (flow_info_[f].owner == Owner::background) continue;
     std::string dead = "a resource on its way";
     double since = 0;
     for (ResourceId r : flows_.resources(f)) {
@@ -925,11 +927,11 @@ void Engine::report_stuck() const {
       for (const AppliedChange& c : capacity_changes_)
         if (c.resource == r && c.bandwidth == 0 && c.time <= now_) since = std::max(since, c.time);
     }
-    throw InputError(options_.plan_file, fmt::format("/ops/{}", flow_index_[f]),
+    throw InputError(options_.plan_file, fmt::format("/ops/{}", flow_info_[f].index),
                      fmt::format("{} can never finish: {} has no bandwidth from {} s on and the "
                                  "capacity trace never restores it; add a recovery or route "
                                  "around the link",
-                                 describe(flow_index_[f]), dead, since));
+                                 describe(flow_info_[f].index), dead, since));
   }
   // Otherwise the remaining ops wait on each other. Follow what each one waits for until an op
   // repeats: that cycle is the deadlock.
@@ -1135,8 +1137,8 @@ void Engine::add_ops() {
 
 bool Engine::completes_newest(const Event& e) const {
   if (e.kind() == EventKind::op_done) return e.id >= batch_begin_;
-  return e.kind() == EventKind::flow_done && flow_owner_[e.id] != Owner::background &&
-         flow_index_[e.id] >= batch_begin_;
+  return e.kind() == EventKind::flow_done && flow_info_[e.id].owner != Owner::background &&
+         flow_info_[e.id].index >= batch_begin_;
 }
 
 void Engine::advance() {
@@ -1166,7 +1168,7 @@ void Engine::advance() {
       held_ = e;
       return;
     }
-    if (kind == EventKind::flow_done) flow_queued_[e.id] = Queued::none;
+    if (kind == EventKind::flow_done) flow_info_[e.id].queued = Queued::none;
     if (e.time() > options_.max_time) {
       now_ = options_.max_time;
       stop_ = StopReason::time_limit;
@@ -1182,7 +1184,7 @@ void Engine::advance() {
         if (--rec(e.id).pending == 0) ready(e.id);
         break;
       case EventKind::latency_done:
-        flows_.start(e.id, flow_bytes_[e.id], now_);
+        flows_.start(e.id, flow_info_[e.id].bytes, now_);
         schedule_rescheduled();
         break;
       case EventKind::flow_done:
@@ -1233,7 +1235,7 @@ Event Engine::next_event() {
     const KeyedHeap::Entry m = moved_.pop();
     // Out of the heap but not run yet (it may be held for the next batch): a re-timing now
     // supersedes it as it would a queued event.
-    flow_queued_[m.id] = Queued::queue;
+    flow_info_[m.id].queued = Queued::queue;
     return Event{m.time_bits, (m.seq << 8) | static_cast<std::uint8_t>(EventKind::flow_done), m.id,
                  flows_.version(m.id)};
   }
@@ -1247,12 +1249,11 @@ void Engine::prefetch_ahead() const {
   EventKind kind;
   const auto flow_event = [&] {
     return (kind == EventKind::flow_done || kind == EventKind::latency_done) &&
-           id < flow_index_.size();
+           id < flow_info_.size();
   };
   if (next.at(8, id, kind) && flow_event()) {
     flows_.prefetch_flow(id);
-    collsim::prefetch(&flow_index_[id]);
-    collsim::prefetch(&flow_owner_[id]);
+    collsim::prefetch(&flow_info_[id]);
   }
   if (next.at(5, id, kind)) {
     if (flow_event()) flows_.prefetch_uses(id);
@@ -1280,8 +1281,7 @@ void Engine::prefetch_ahead() const {
   for (std::size_t i = 1; i <= 4 && i < moved_.size(); ++i) {
     const FlowId f = moved_.at(i).id;
     flows_.prefetch_flow(f);
-    collsim::prefetch(&flow_index_[f]);
-    collsim::prefetch(&flow_owner_[f]);
+    collsim::prefetch(&flow_info_[f]);
   }
   if (!moved_.empty()) {
     const FlowId f = moved_.top().id;
