@@ -311,14 +311,15 @@ class Engine {
   // missed the cache once per array when these were four arrays and a fifth (`queued`).
   // Where its live completion is: in queue_, moved_, or neither.
   enum class Queued : std::uint8_t { none, queue, moved };
-  struct FlowInfo {
+  // 32 bytes: a record never straddles two lines, and counting the slots is a shift.
+  struct alignas(32) FlowInfo {
     double bytes = 0;
     double start = 0;         // when the flow was created (a copy's engine taken)
     std::uint32_t index = 0;  // op (send side for transfers) or background index
     Owner owner = Owner::transfer;
     Queued queued = Queued::none;
   };
-  static_assert(sizeof(FlowInfo) == 24);
+  static_assert(sizeof(FlowInfo) == 32);
   HugeVector<FlowInfo> flow_info_;  // by FlowId
 
   std::vector<CopyEngines> engines_;  // by NodeId
