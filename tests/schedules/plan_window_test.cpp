@@ -115,3 +115,46 @@ TEST_CASE("a window keeps growing after its first ops are dropped", "[plan][wind
   for (OpId id = 1500; id < whole.num_ops(); ++id) check_same_op(whole, window, id);
   CHECK_THROWS_AS(window.drop_before(static_cast<OpId>(whole.num_ops() + 1)), InternalError);
 }
+
+TEST_CASE("a window's reduce operands and dependency groups survive growth after a drop",
+          "[plan][window]") {
+  // The dropped ops are transfers with single dependencies, the kept ones reductions with
+  // several: drop_before must advance the reduce operands and dependency groups by what it
+  // dropped of each, no more, or the window's later growth overwrites kept operands.
+  auto build = [](Plan& plan, bool drop) {
+    plan.rank_gpu = {0, 1};
+    for (std::uint32_t i = 0; i < 200; ++i) {
+      Op s;
+      s.kind = OpKind::send;
+      s.rank = 0;
+      s.peer = 1;
+      s.bytes = 64;
+      s.src = {BufferId::input, i};
+      const OpId sid = plan.add(s, {i == 0 ? kNoOp : OpId{2 * i - 1}});
+      Op r;
+      r.kind = OpKind::recv;
+      r.rank = 1;
+      r.peer = 0;
+      r.bytes = 64;
+      r.dst = {BufferId::scratch, i};
+      plan.match(sid, plan.add(r, {sid}));
+    }
+    for (std::uint32_t i = 0; i < 5000; ++i) {
+      if (drop && i == 10) plan.drop_before(400);
+      Op red;
+      red.kind = OpKind::reduce;
+      red.rank = i % 2;
+      red.bytes = 64;
+      red.src = {BufferId::input, 3 * Bytes{i}};
+      red.src2 = {BufferId::scratch, 3 * Bytes{i} + 1};
+      red.dst = {BufferId::output, 3 * Bytes{i} + 2};
+      const auto id = static_cast<OpId>(plan.num_ops());
+      plan.add(red, {id - 1, id - 2});
+    }
+  };
+  Plan whole, window;
+  build(whole, false);
+  build(window, true);
+  REQUIRE(window.first_op() == 400);
+  for (OpId id = 400; id < whole.num_ops(); ++id) check_same_op(whole, window, id);
+}
