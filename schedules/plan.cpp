@@ -117,20 +117,6 @@ void Plan::reserve(std::size_t ops, std::size_t deps, std::size_t reduces) {
 }
 
 OpId Plan::add(const Op& op, std::span<const OpId> deps) {
-  return add_row(op, deps, kNoOp);
-}
-
-std::pair<OpId, OpId> Plan::add_transfer(const Op& send, std::span<const OpId> send_deps,
-                                         const Op& recv, std::span<const OpId> recv_deps) {
-  if (send.kind != OpKind::send || recv.kind != OpKind::recv)
-    throw InternalError("Plan::add_transfer takes a send and a recv");
-  const auto id = static_cast<OpId>(num_ops());
-  add_row(send, send_deps, id + 1);
-  add_row(recv, recv_deps, id);
-  return {id, id + 1};
-}
-
-OpId Plan::add_row(const Op& op, std::span<const OpId> deps, OpId partner) {
   if (num_ops() >= kNoOp) throw InternalError("plan has more than 2^32-1 ops");
   const auto id = static_cast<OpId>(num_ops());
   Row row;
@@ -140,11 +126,11 @@ OpId Plan::add_row(const Op& op, std::span<const OpId> deps, OpId partner) {
   switch (op.kind) {
     case OpKind::send:
       row.a = pack(op.src);
-      row.b = std::uint64_t{op.peer} << 32 | partner;
+      row.b = std::uint64_t{op.peer} << 32 | kNoOp;
       break;
     case OpKind::recv:
       row.a = pack(op.dst);
-      row.b = std::uint64_t{op.peer} << 32 | partner;
+      row.b = std::uint64_t{op.peer} << 32 | kNoOp;
       break;
     case OpKind::reduce:
       row.a = pack(op.dst);

@@ -122,10 +122,6 @@ class Plan {
   }
   // Declares that `send` delivers to `recv`: the pair is one transfer.
   void match(OpId send, OpId recv);
-  // Adds a send and the recv it delivers to, matched, as add() and match() would; returns their
-  // ids (consecutive). A generator's most common pair of ops, written once each.
-  std::pair<OpId, OpId> add_transfer(const Op& send, std::span<const OpId> send_deps,
-                                     const Op& recv, std::span<const OpId> recv_deps);
   // Room for `ops` ops (`reduces` of them reductions) and `deps` dependency edges.
   void reserve(std::size_t ops, std::size_t deps, std::size_t reduces = 0);
 
@@ -171,7 +167,6 @@ class Plan {
   StreamId num_streams(RankId rank) const;
 
  private:
-  OpId add_row(const Op& op, std::span<const OpId> deps, OpId partner);
   static std::uint64_t pack(Region r);
   static Region unpack(std::uint64_t v);
   bool transfer(OpId id) const {

@@ -158,36 +158,3 @@ TEST_CASE("a window's reduce operands and dependency groups survive growth after
   REQUIRE(window.first_op() == 400);
   for (OpId id = 400; id < whole.num_ops(); ++id) check_same_op(whole, window, id);
 }
-
-TEST_CASE("add_transfer adds a matched send and recv as add and match do", "[plan]") {
-  Op s;
-  s.kind = OpKind::send;
-  s.rank = 0;
-  s.peer = 1;
-  s.bytes = 4096;
-  s.src = {BufferId::input, 64};
-  Op r;
-  r.kind = OpKind::recv;
-  r.rank = 1;
-  r.peer = 0;
-  r.bytes = 4096;
-  r.dst = {BufferId::scratch, 128};
-  Plan one, two;
-  for (Plan* p : {&one, &two}) {
-    p->rank_gpu = {0, 1};
-    Op d;
-    d.kind = OpKind::delay;
-    p->add(d);
-    p->add(d);
-  }
-  const std::vector<OpId> send_deps{0}, recv_deps{1};
-  const auto [sid, rid] = one.add_transfer(s, send_deps, r, recv_deps);
-  CHECK(sid == 2);
-  CHECK(rid == 3);
-  const OpId two_send = two.add(s, send_deps);
-  two.match(two_send, two.add(r, recv_deps));
-  for (OpId id = 0; id < 4; ++id) check_same_op(one, two, id);
-  CHECK(one.partner(sid) == rid);
-  CHECK(one.partner(rid) == sid);
-  CHECK_THROWS_AS(one.add_transfer(r, {}, s, {}), InternalError);
-}
