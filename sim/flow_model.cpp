@@ -13,6 +13,7 @@ namespace collsim::sim {
 
 void FlowModel::reset(std::vector<double> capacity) {
   flows_.clear();
+  slots_ = 0;
   free_.clear();
   res_.assign(capacity.size(), Resource{});
   bytes_.assign(capacity.size(), 0.0);
@@ -30,6 +31,7 @@ FlowId FlowModel::create() {
   } else {
     f = static_cast<FlowId>(flows_.size());
     flows_.emplace_back();
+    slots_ = f + 1;
   }
   Flow& flow = flows_[f];
   flow.uses.clear();  // keeps its capacity: no allocation once warm
