@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <random>
+#include <utility>
 
 #include "schedules/plan.hpp"
 #include "topology/error.hpp"
@@ -131,11 +132,9 @@ TEST_CASE("a window's reduce operands and dependency groups survive growth after
       s.bytes = 64;
       s.src = {BufferId::input, i};
       const OpId sid = plan.add(s, {i == 0 ? kNoOp : OpId{2 * i - 1}});
-      Op r;
+      Op r = s;  // the same transfer seen from its receiver
       r.kind = OpKind::recv;
-      r.rank = 1;
-      r.peer = 0;
-      r.bytes = 64;
+      std::swap(r.rank, r.peer);
       r.dst = {BufferId::scratch, i};
       plan.match(sid, plan.add(r, {sid}));
     }
