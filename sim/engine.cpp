@@ -307,11 +307,11 @@ class Engine {
   std::unique_ptr<Rotation> rotation_;  // a rotated plan's orbits of resources; else null
   TiedLinks tied_;
 
-  // What the engine knows of a flow slot, in one record: at 100,000 GPUs a flow's event
-  // missed the cache once per array when these were four arrays and a fifth (`queued`).
-  // Where its live completion is: in queue_, moved_, or neither.
+  // Where a flow's live completion is: in queue_, in moved_, or neither.
   enum class Queued : std::uint8_t { none, queue, moved };
-  // 32 bytes: a record never straddles two lines, and counting the slots is a shift.
+  // What the engine knows of a flow slot, in one record: at 100,000 GPUs a flow's event missed
+  // the cache once per array when these were five arrays. 32 bytes, so that a record never
+  // straddles two lines and counting the slots is a shift.
   struct alignas(32) FlowInfo {
     double bytes = 0;
     double start = 0;         // when the flow was created (a copy's engine taken)
@@ -892,7 +892,8 @@ bool Engine::delay_release(OpId from, OpId to) {
 void Engine::flow_done(FlowId f) {
   flows_.release(f, now_, true);
   schedule_rescheduled();
-  const FlowInfo& info = flow_info_[f];
+  // A copy: starting the next copy in line below may reuse or move this slot.
+  const FlowInfo info = flow_info_[f];
   const std::uint32_t index = info.index;
   switch (info.owner) {
     case Owner::transfer:
