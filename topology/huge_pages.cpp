@@ -1,6 +1,7 @@
 #include "topology/huge_pages.hpp"
 
 #include <cstdint>
+#include <cstring>
 #include <new>
 
 #if defined(__linux__)
@@ -27,6 +28,15 @@ void heap_deallocate(void* p, std::size_t align) noexcept {
     ::operator delete (p, std::align_val_t{align});
   else
     ::operator delete(p);
+}
+
+void* copied(void* p, std::size_t old_bytes, std::size_t new_bytes, std::size_t align) {
+  void* grown = allocate(new_bytes, align);
+  if (p != nullptr) {
+    std::memcpy(grown, p, old_bytes);
+    deallocate(p, old_bytes, align);
+  }
+  return grown;
 }
 }  // namespace
 
@@ -58,6 +68,20 @@ void deallocate(void* p, std::size_t bytes, std::size_t align) noexcept {
   munmap(p, rounded(bytes));
 }
 
+void* extend(void* p, std::size_t old_bytes, std::size_t new_bytes, std::size_t align) {
+  if (p == nullptr || old_bytes < kThreshold || new_bytes < old_bytes)
+    return copied(p, old_bytes, new_bytes, align);
+  void* grown = allocate(new_bytes, align);
+  // Both ends are huge-page aligned, so the kernel moves whole huge pages by their page tables.
+  // The old pages replace the new mapping's first, never touched.
+  if (mremap(p, rounded(old_bytes), rounded(old_bytes), MREMAP_MAYMOVE | MREMAP_FIXED, grown) ==
+      MAP_FAILED) {
+    std::memcpy(grown, p, old_bytes);
+    deallocate(p, old_bytes, align);
+  }
+  return grown;
+}
+
 #else
 
 void* allocate(std::size_t bytes, std::size_t align) {
@@ -66,6 +90,10 @@ void* allocate(std::size_t bytes, std::size_t align) {
 
 void deallocate(void* p, std::size_t, std::size_t align) noexcept {
   heap_deallocate(p, align);
+}
+
+void* extend(void* p, std::size_t old_bytes, std::size_t new_bytes, std::size_t align) {
+  return copied(p, old_bytes, new_bytes, align);
 }
 
 #endif

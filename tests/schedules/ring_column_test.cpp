@@ -72,3 +72,49 @@ TEST_CASE("a ring column copies and moves with its window", "[plan][window]") {
   assigned.reserve(1 << 16);
   check_window(assigned, ref, 4000);
 }
+
+TEST_CASE("a ring column grows on its own mapping with the window wrapped", "[plan][window]") {
+  // Windows of several MiB, so that the rings are mappings whose pages growth moves rather than
+  // copies (topology/huge_pages.hpp), grown by doubling and by reserving several doublings at
+  // once, each time with the window wrapped round the ring at a different place.
+  constexpr std::uint64_t kBig = std::uint64_t{1} << 20;  // 8 MiB of values
+  for (std::uint64_t shift : {kBig / 3, kBig / 2, kBig - 5}) {
+    RingColumn<std::uint64_t> column;
+    std::deque<std::uint64_t> ref;
+    std::uint64_t next = 0;
+    const auto push = [&](std::uint64_t n) {
+      for (std::uint64_t i = 0; i < n; ++i, ++next) {
+        column.push_back(next * 0x9E3779B97F4A7C15);
+        ref.push_back(next * 0x9E3779B97F4A7C15);
+      }
+    };
+    push(kBig);
+    // Move the window `shift` values round the ring without growing it.
+    column.drop_before(shift);
+    ref.erase(ref.begin(), ref.begin() + static_cast<std::ptrdiff_t>(shift));
+    push(shift);
+    check_window(column, ref, shift);
+    push(1);  // full: doubles, the window wrapped
+    check_window(column, ref, shift);
+    // Wrap it again in the doubled ring and fill it, then reserve four doublings at once.
+    const std::uint64_t drop = kBig / 2 + shift / 3;
+    column.drop_before(shift + drop);
+    ref.erase(ref.begin(), ref.begin() + static_cast<std::ptrdiff_t>(drop));
+    push(2 * kBig - ref.size());
+    check_window(column, ref, shift + drop);
+    // Move the full window on by three times the ring, so that its indices have bits set above
+    // the ring's size, as growth by several doublings must account for.
+    std::uint64_t front = shift + drop;
+    for (int step = 0; step < 12; ++step) {
+      front += kBig / 2;
+      column.drop_before(front);
+      ref.erase(ref.begin(), ref.begin() + static_cast<std::ptrdiff_t>(kBig / 2));
+      push(kBig / 2);
+    }
+    check_window(column, ref, front);
+    column.reserve(32 * kBig);
+    check_window(column, ref, front);
+    push(3 * kBig);
+    check_window(column, ref, front);
+  }
+}

@@ -41,3 +41,26 @@ TEST_CASE("over-aligned elements keep their alignment, small or large") {
   HugeVector<Line> copy = large;
   CHECK(copy.back().v[7] == 1.5);
 }
+
+TEST_CASE("extending an allocation keeps its contents, from the heap to mappings and between") {
+  // Sizes below the threshold, across it, and from one mapping to a larger one whose size is not
+  // a whole number of huge pages.
+  const std::size_t sizes[] = {4096, huge_pages::kThreshold - 64, huge_pages::kThreshold + 4096,
+                               3 * huge_pages::kThreshold + 1000, 8 * huge_pages::kThreshold};
+  std::size_t bytes = 64;
+  auto* p = static_cast<std::uint64_t*>(huge_pages::allocate(bytes, alignof(std::uint64_t)));
+  std::uint64_t filled = 0;  // words written so far, each its own index times a constant
+  for (std::size_t next : sizes) {
+    for (; filled < bytes / sizeof(std::uint64_t); ++filled)
+      p[filled] = filled * 0x9E3779B97F4A7C15;
+    p = static_cast<std::uint64_t*>(huge_pages::extend(p, bytes, next, alignof(std::uint64_t)));
+    std::size_t wrong = 0;
+    for (std::uint64_t i = 0; i < filled; ++i) wrong += p[i] != i * 0x9E3779B97F4A7C15;
+    REQUIRE(wrong == 0);
+    if (next >= huge_pages::kThreshold) CHECK(aligned_to(p, std::size_t{2} << 20));
+    // The new part is writable.
+    p[next / sizeof(std::uint64_t) - 1] = 7;
+    bytes = next;
+  }
+  huge_pages::deallocate(p, bytes, alignof(std::uint64_t));
+}
