@@ -1,6 +1,7 @@
 #pragma once
-// One column of the plan: values for a window of consecutive indices [front(), end()) that
-// grows at the end and is dropped from the front, as a streamed run's plan is.
+// One column of the plan, or the engine's op records: values for a window of consecutive
+// indices [front(), end()) that grows at the end and is dropped from the front, as a streamed
+// run's plan is.
 //
 // The values sit in a ring of 2^n slots, index i in slot i & (2^n - 1), so dropping the front
 // moves nothing and the ring only grows while the window does. (A vector erased at the front
