@@ -1,5 +1,7 @@
 #include "schedules/plan.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "topology/error.hpp"
@@ -173,6 +175,13 @@ OpId Plan::add(const Op& op, std::span<const OpId> deps) {
 }
 
 void Plan::match(OpId send, OpId recv) {
+  // A dropped row's slot holds a later op now (the columns are rings): writing it would change
+  // that op. A streamed run drops each batch once registered, so a transfer must not span two.
+  if (send < first_op() || recv < first_op())
+    throw InternalError(
+        fmt::format("Plan::match of op {} with op {}, below the plan's window "
+                    "(first op {}): a batch must not end inside a transfer",
+                    send, recv, first_op()));
   // Only transfers carry a partner (the low half of their b word); a non-transfer end keeps no
   // record of the pairing, so the engine reports the transfer end as unmatched.
   if (transfer(send)) rows_[send].b = (rows_[send].b & ~std::uint64_t{0xffffffff}) | recv;

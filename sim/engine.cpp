@@ -223,14 +223,24 @@ class Engine {
     std::uint32_t route_state = 0;  // route index (sends, PCIe copies) << 2 | OpState
     OpId partner = kNoOp;           // sends and recvs
     RankId rank = 0;
-    std::uint32_t bytes = 0;  // kWideBytes: plan_.bytes(op)
+    std::uint32_t bytes = 0;  // kWideBytes: in extra_
     OpKind kind = OpKind::compute;
     CopyKind copy = CopyKind::d2d;  // copies
+    sched::StreamId stream = 0;
   };
   static_assert(sizeof(OpRecord) == 32);
+  // What running an op reads beyond its record, for the few ops that have it: the size of one
+  // that moves 4 GiB or more (not of a recv, whose send's is read), the duration of a compute
+  // or delay. A streamed run drops the plan's rows once their ops are registered (add_batch()),
+  // so the engine keeps its own copy; each leaves when its op completes.
+  std::unordered_map<OpId, double> extra_;
+  bool has_extra(const OpRecord& r) const {
+    return r.kind == OpKind::compute || r.kind == OpKind::delay ||
+           (r.bytes == kWideBytes && r.kind != OpKind::recv);
+  }
   double bytes_of(OpId op) const {
     const std::uint32_t b = rec(op).bytes;
-    return static_cast<double>(b != kWideBytes ? Bytes{b} : plan_.bytes(op));
+    return b != kWideBytes ? static_cast<double>(b) : extra_.at(op);
   }
   // Records of ops [ops_base_, registered_): a streamed run forgets the finished ones below.
   // A ring, as the plan's columns: a record is one masked index away. (Chunks of 2^17 records
@@ -350,17 +360,29 @@ class Engine {
   std::size_t done_ = 0;
   std::uint64_t events_ = 0;
   std::uint64_t flow_count_ = 0;
+  std::uint64_t ops_held_ = 0;  // the most op records held at once
 };
 
 std::string Engine::describe(OpId op) const {
-  const OpKind k = plan_.kind(op);
-  std::string what(sched::to_string(k));
-  if (k == OpKind::send) what = fmt::format("send to rank {}", plan_.peer(op));
-  if (k == OpKind::recv) what = fmt::format("recv from rank {}", plan_.peer(op));
-  if (k == OpKind::copy)
-    what = fmt::format(
-        "copy {}", sched::to_string(sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer)));
-  return fmt::format("op {} (rank {}, stream {}, {})", op, plan_.rank(op), plan_.stream(op), what);
+  if (op >= plan_.first_op() && op < plan_.num_ops()) {
+    const OpKind k = plan_.kind(op);
+    std::string what(sched::to_string(k));
+    if (k == OpKind::send) what = fmt::format("send to rank {}", plan_.peer(op));
+    if (k == OpKind::recv) what = fmt::format("recv from rank {}", plan_.peer(op));
+    if (k == OpKind::copy)
+      what = fmt::format("copy {}", sched::to_string(sched::copy_kind(plan_.src(op).buffer,
+                                                                      plan_.dst(op).buffer)));
+    return fmt::format("op {} (rank {}, stream {}, {})", op, plan_.rank(op), plan_.stream(op),
+                       what);
+  }
+  // A streamed run's registered op, whose row the plan dropped: what its record keeps. (The
+  // peer is the partner's rank, which a rotated plan may hold as an image of the true peer.)
+  const OpRecord& r = rec(op);
+  std::string what(sched::to_string(r.kind));
+  if (r.kind == OpKind::send || r.kind == OpKind::recv)
+    what = fmt::format("{}, matched with op {} of rank {}", what, r.partner, rec(r.partner).rank);
+  if (r.kind == OpKind::copy) what = fmt::format("copy {}", sched::to_string(r.copy));
+  return fmt::format("op {} (rank {}, stream {}, {})", op, r.rank, r.stream, what);
 }
 
 void Engine::validate_ranks() const {
@@ -395,6 +417,7 @@ bool Engine::add_records(OpId from, OpId n) {
     r.rank = plan_.rank(op);
     r.kind = plan_.kind(op);
     r.partner = plan_.partner(op);
+    r.stream = plan_.stream(op);
     const Bytes bytes = plan_.bytes(op);
     r.bytes = bytes < kWideBytes ? static_cast<std::uint32_t>(bytes) : kWideBytes;
     if (r.rank >= p) {
@@ -414,6 +437,10 @@ bool Engine::add_records(OpId from, OpId n) {
         error(op,
               fmt::format("depends on op {}, which does not exist (the plan has {} ops)", d, n));
     const OpKind k = r.kind;
+    if (k == OpKind::compute || k == OpKind::delay)
+      extra_[op] = plan_.seconds(op);
+    else if (has_extra(r))
+      extra_[op] = static_cast<double>(bytes);  // exact: at most kMaxSize, 2^50
     if (bytes > kMaxSize)
       error(op,
             fmt::format("moves {} bytes, more than the limit of {}", bytes, format_size(kMaxSize)));
@@ -559,13 +586,13 @@ void Engine::link(OpId from, OpId to, bool later) {
     // The stream predecessor of an op a few places on is usually an op of an earlier batch, far
     // back in the records: fetch it now.
     if (const OpId ahead = op + 16; ahead < to) {
-      const OpId prev = last_on_stream(rec(ahead).rank, plan_.stream(ahead));
+      const OpId prev = last_on_stream(rec(ahead).rank, rec(ahead).stream);
       if (prev != kNoOp && prev >= ops_base_) prefetch_op(prev);
     }
     OpRecord& r = rec(op);
     // A stream's last op leaves this table when it completes (complete()), so an op found here
     // is unfinished without reading its record, a cache miss far back in the window.
-    OpId& last = last_on_stream(r.rank, plan_.stream(op));
+    OpId& last = last_on_stream(r.rank, r.stream);
     if (last != kNoOp) {
       rec(last).stream_next = op;
       ++r.pending;
@@ -778,7 +805,7 @@ void Engine::ready(OpId op) {
         timing_[op].start = now_;
         if (observer_) observer_->on_op_start(op, now_, now_);
       }
-      queue_.push(now_ + plan_.seconds(op), EventKind::op_done, op);
+      queue_.push(now_ + extra_.at(op), EventKind::op_done, op);
       return;
   }
 }
@@ -857,6 +884,7 @@ void Engine::release_engine(OpId op, double held_since) {
 void Engine::complete(OpId op) {
   set_state(op, OpState::done);
   ++done_;
+  if (has_extra(rec(op))) extra_.erase(op);
   last_end_ = now_;
   if (track_) {
     timing_[op].end = now_;
@@ -867,7 +895,7 @@ void Engine::complete(OpId op) {
     release(op, next);
   } else {
     // The last op of its stream so far: a later op on the stream will not wait for it.
-    last_on_stream(rec(op).rank, plan_.stream(op)) = kNoOp;
+    last_on_stream(rec(op).rank, rec(op).stream) = kNoOp;
   }
   const std::uint32_t succ = rec(op).succ;
   if (succ == kNoOp) return;
@@ -887,7 +915,7 @@ bool Engine::delay_release(OpId from, OpId to) {
   // event, like any other stream.
   const OpId ran = rec(from).kind == OpKind::send ? rec(from).partner : from;
   const double latency = rank_event_[rec(to).rank];
-  if (latency <= 0 || (rec(ran).rank == rec(to).rank && plan_.stream(ran) == plan_.stream(to)))
+  if (latency <= 0 || (rec(ran).rank == rec(to).rank && rec(ran).stream == rec(to).stream))
     return false;
   queue_.push(now_ + latency, EventKind::release, to);
   return true;
@@ -941,9 +969,18 @@ void Engine::report_stuck() const {
   }
   // Otherwise the remaining ops wait on each other. Follow what each one waits for until an op
   // repeats: that cycle is the deadlock.
-  std::unordered_map<OpId, OpId> stream_prev;
-  for (OpId op = ops_base_; op < n; ++op)
-    if (rec(op).stream_next != kNoOp) stream_prev[rec(op).stream_next] = op;
+  // What each op waits for, from the records (a streamed run's plan no longer holds the rows):
+  // its stream predecessor, and the first unfinished op it depends on.
+  std::unordered_map<OpId, OpId> stream_prev, dep_prev;
+  for (OpId op = ops_base_; op < n; ++op) {
+    const OpRecord& r = rec(op);
+    if (r.stream_next != kNoOp) stream_prev[r.stream_next] = op;
+    if (state(op) == OpState::done || r.succ == kNoOp) continue;
+    if (!(r.succ & kMany))
+      dep_prev.emplace(r.succ, op);
+    else
+      for (OpId s : groups_[r.succ & ~kMany]) dep_prev.emplace(s, op);
+  }
   OpId cur = kNoOp;
   for (OpId op = ops_base_; op < n && cur == kNoOp; ++op)
     if (state(op) != OpState::done) cur = op;
@@ -954,13 +991,13 @@ void Engine::report_stuck() const {
     path.push_back(cur);
     OpId next = kNoOp;
     if (state(cur) == OpState::ready &&
-        (plan_.kind(cur) == OpKind::send || plan_.kind(cur) == OpKind::recv)) {
-      next = plan_.partner(cur);
+        (rec(cur).kind == OpKind::send || rec(cur).kind == OpKind::recv)) {
+      next = rec(cur).partner;
     } else if (state(cur) == OpState::waiting) {
       const auto prev = stream_prev.find(cur);
       if (prev != stream_prev.end() && state(prev->second) != OpState::done) next = prev->second;
-      for (OpId d : plan_.deps(cur))
-        if (next == kNoOp && state(d) != OpState::done) next = d;
+      if (const auto dep = dep_prev.find(cur); next == kNoOp && dep != dep_prev.end())
+        next = dep->second;
     }
     cur = next;
   }
@@ -983,6 +1020,7 @@ Result Engine::collect(StopReason stop) {
   r.time = stop == StopReason::finished ? last_end_ : now_;
   r.events = events_;
   r.flows = flow_count_;
+  r.ops_held = ops_held_;
   r.stop = stop;
   r.rotation = plan_.rotation;
   r.sharing = flows_.stats();
@@ -1113,6 +1151,7 @@ void Engine::add_ops() {
   }
   link(from, end, started_);
   registered_ = end;
+  ops_held_ = std::max<std::uint64_t>(ops_held_, registered_ - ops_base_);
   // An empty batch changes nothing: the newest ops are still those of the batch before.
   if (from != end) batch_begin_ = from;
   const bool first = !started_;
@@ -1300,8 +1339,6 @@ void Engine::forget_finished() {
   while (unfinished_ < registered_ && state(unfinished_) == OpState::done) ++unfinished_;
   ops_base_ = unfinished_;
   ops_.drop_before(ops_base_);
-  // The plan's columns drop in place (sched::RingColumn): the plan holds no more than the window.
-  growing_->drop_before(unfinished_);
 }
 
 Result Engine::run() {
@@ -1313,6 +1350,9 @@ Result Engine::run() {
 bool Engine::add_batch() {
   last_batch_ = false;
   add_ops();
+  // Registered, the batch's ops are read from their records (and extra_) only: the plan keeps
+  // no row, and holds no more than the batch the generator is writing.
+  growing_->drop_before(registered_);
   advance();
   forget_finished();
   return stop_ == StopReason::finished;

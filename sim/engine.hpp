@@ -102,6 +102,9 @@ struct Result {
   double time = 0;           // completion of the last op, seconds
   std::uint64_t events = 0;  // events processed (stale ones excluded)
   std::uint64_t flows = 0;   // flows started (transfers, copies, reductions, background)
+  // The most ops the engine held records for at once: a streamed run's window of unfinished
+  // ops and those above them, else every op of the plan.
+  std::uint64_t ops_held = 0;
   StopReason stop = StopReason::finished;
   // 0, or the run simulated one rank per orbit of this rotation of the ranks (sim/rotation.hpp):
   // events and flows count the representatives' only; per-resource figures hold for every
@@ -123,9 +126,11 @@ Result simulate(const topo::Router& router, const sched::Plan& plan, const Optio
 
 // Simulates a plan while it is built: `build(batch)` adds ops to `plan` and calls batch() after
 // each batch (sched::Builder::end_batch says where a batch may end) and once at the end. The
-// engine runs each batch until an op of it is about to finish and drops finished ops from
-// `plan`, so that memory follows the ops in flight, not the plan's size. Same result, bit for
-// bit, as simulate() on the whole plan. Not with an observer, which needs the whole plan.
+// engine registers each batch, drops its rows from `plan` (ids stay absolute), and runs it
+// until an op of it is about to finish, so that memory follows the ops in flight, not the
+// plan's size: the engine's own records of them, and the plan only the batch being written. Same
+// result, bit for bit, as simulate() on the whole plan. Not with an observer, which needs the whole
+// plan.
 Result simulate_streaming(const topo::Router& router, sched::Plan& plan,
                           const std::function<void(std::function<void()>)>& build,
                           const Options& options = {});

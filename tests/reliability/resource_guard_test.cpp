@@ -84,13 +84,15 @@ TEST_CASE("the streamed estimate bounds the window a streamed hier allreduce hol
     request.ranks.assign(t.gpus().begin(), t.gpus().begin() + 256);
     REQUIRE(sched::streams(request, 256));
     sched::Plan plan;
-    std::size_t held = 0;
-    sim::simulate_streaming(router, plan, [&](std::function<void()> batch) {
+    std::size_t batch_ops = 0;  // the most the plan itself held: one batch
+    const sim::Result run = sim::simulate_streaming(router, plan, [&](std::function<void()> batch) {
       sched::generate(router, request, plan, [&] {
-        held = std::max<std::size_t>(held, plan.num_ops() - plan.first_op());
+        batch_ops = std::max<std::size_t>(batch_ops, plan.num_ops() - plan.first_op());
         batch();
       });
     });
+    const auto held = static_cast<std::size_t>(run.ops_held);
+    CHECK(batch_ops < held);
     const Estimate whole = estimate(request.collective, request.algorithm, 256, k, 32, false);
     const Estimate streamed =
         estimate(request.collective, request.algorithm, 256, k, 32, false, true);
@@ -98,9 +100,9 @@ TEST_CASE("the streamed estimate bounds the window a streamed hier allreduce hol
     INFO("k = " << k << ": " << plan.num_ops() << " ops, " << held << " held, estimate "
                 << held_estimate << " of " << whole.ops);
     CHECK(held_estimate >= static_cast<double>(held));
-    // Not wildly above either. The plan drops its finished ops at every batch (its columns are
-    // rings), so what it holds is the unfinished window, about half of what it held when it
-    // dropped only once the finished part was half; the estimate's fifth of the plan covers
+    // Not wildly above either. The engine drops its finished ops at every batch (its records
+    // are a ring), so what it holds is the unfinished window, about half of what it held when
+    // it dropped only once the finished part was half; the estimate's fifth of the plan covers
     // fabrics where upstream ranks run ahead, which this uniform one does not have.
     CHECK(held_estimate <= 8 * static_cast<double>(held));
     CHECK(streamed.bytes < whole.bytes);

@@ -157,3 +157,27 @@ TEST_CASE("a window's reduce operands and dependency groups survive growth after
   REQUIRE(window.first_op() == 400);
   for (OpId id = 400; id < whole.num_ops(); ++id) check_same_op(whole, window, id);
 }
+
+TEST_CASE("matching a dropped op is refused, not written over a later op's row", "[plan][window]") {
+  Plan plan;
+  plan.rank_gpu = {0, 1};
+  Op send;
+  send.kind = OpKind::send;
+  send.rank = 0;
+  send.peer = 1;
+  send.bytes = 100;
+  Op recv = send;
+  recv.kind = OpKind::recv;
+  recv.rank = 1;
+  recv.peer = 0;
+  const OpId s = plan.add(send);
+  plan.drop_before(1);
+  // Enough ops for the ring of rows to give the dropped send's slot to a later one.
+  OpId r = kNoOp;
+  for (int i = 0; i < 40; ++i) r = plan.add(recv);
+  CHECK_THROWS_WITH(plan.match(s, r), Catch::Contains("below the plan's window") &&
+                                          Catch::Contains("inside a transfer"));
+  CHECK_THROWS_AS(plan.match(r, s), InternalError);
+  // Every later row is as it was added: unmatched.
+  for (OpId id = 1; id < plan.num_ops(); ++id) CHECK(plan.partner(id) == kNoOp);
+}

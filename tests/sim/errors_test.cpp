@@ -215,3 +215,71 @@ TEST_CASE("a streamed plan whose batch ends too early is an internal error, not 
   CHECK(g.time == r.time);
   CHECK(g.events == r.events);
 }
+
+namespace {
+
+// A plan built in batches, for simulate_streaming, or whole (`batch` does nothing). Once the
+// second batch is registered, 40 one-op batches of short delays follow, so that the plan's
+// ring of rows (16 slots for batches this small) gives the slots of the first batches' ops to
+// later ops well before the 5 GiB transfer and the 10 s delay start at 0.5 s: a run that read
+// their sizes or durations from the plan would read other ops' rows.
+void build_wrapping(sched::Plan& plan, const std::function<void()>& batch) {
+  using sched::OpKind;
+  const auto d0 = plan.add(timed_op(OpKind::delay, 0, 0.5, 0));
+  plan.add(timed_op(OpKind::delay, 1, 0.25, 0));
+  plan.add(timed_op(OpKind::delay, 1, 1e-6, 2));
+  batch();
+  add_transfer(plan, 0, 1, Bytes{5} << 30);  // 5 GiB: more than an op record holds
+  plan.add(timed_op(OpKind::delay, 0, 10.0, 1), {d0});  // the run's last op
+  plan.add(timed_op(OpKind::delay, 1, 1e-6, 2));
+  batch();
+  for (int i = 0; i < 40; ++i) {
+    plan.add(timed_op(OpKind::delay, 1, 1e-6, 2));
+    batch();
+  }
+  add_transfer(plan, 1, 0, 100);
+  batch();
+}
+
+}  // namespace
+
+TEST_CASE("a streamed run reads sizes and durations from its records once the plan drops rows",
+          "[sim][errors][streaming]") {
+  Pair2 p;
+  topo::Router router(p.t);
+  sched::Plan whole;
+  whole.rank_gpu = {0, 1};
+  build_wrapping(whole, [] {});
+  const sim::Result expected = sim::simulate(router, whole);
+  // The 5 GiB transfer starts at 0.5 s and takes over 5 s; the long delay ends at 10.5 s.
+  CHECK(expected.time == 10.5);
+  sched::Plan plan;
+  plan.rank_gpu = {0, 1};
+  std::size_t batches = 0;
+  const sim::Result streamed = sim::simulate_streaming(router, plan, [&](auto batch) {
+    build_wrapping(plan, [&] {
+      ++batches;
+      batch();
+    });
+  });
+  CHECK(batches == 43);
+  CHECK(plan.first_op() == plan.num_ops());  // every row dropped once registered
+  CHECK(streamed.time == expected.time);
+  CHECK(streamed.events == expected.events);
+
+  // A link that fails for good under the 5 GiB transfer: the error names the send from its
+  // record, the plan's row long gone.
+  sim::Options o;
+  o.capacity.push_back(sim::CapacityTrace{0, {{1.0, 0.0}}});
+  sched::Plan failed;
+  failed.rank_gpu = {0, 1};
+  std::string message = "no error";
+  try {
+    sim::simulate_streaming(
+        router, failed, [&](auto batch) { build_wrapping(failed, batch); }, o);
+  } catch (const InputError& e) {
+    message = e.what();
+  }
+  CHECK_THAT(message, Contains("op 3 (rank 0, stream 0, send, matched with op 4 of rank 1)") &&
+                          Contains("can never finish") && Contains("from 1 s on"));
+}
