@@ -31,6 +31,9 @@
 //         114 of 1036 at S = 512 (677 MiB, 11 %)
 // The estimate holds the ops of 16 steps plus a fifth of the plan:
 //   memory = 96 B x (ops / steps x 16 + ops / 5)
+// 96 bytes an op held is what a whole plan and its run cost; a streamed run has held about a
+// third of that since its plan keeps only the batch being written (78 MiB at p = 1024, k = 8,
+// and 71 MiB at p = 4096, k = 1), so the estimate errs on the safe side there.
 //
 // Staging (a server without "p2p", or several servers without "gpudirect_rdma") turns a transfer
 // into copy, send, receive, copy; that is why it has its own column.
