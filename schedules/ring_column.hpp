@@ -49,9 +49,13 @@ class RingColumn {
   std::uint64_t end() const { return end_; }
   std::uint64_t size() const { return end_ - front_; }
 
-  void push_back(const T& v) {
+  void push_back(const T& v) { emplace_back() = v; }
+  // Appends a value-initialised value and returns it.
+  T& emplace_back() {
     if (size() == capacity_) grow(capacity_ == 0 ? 16 : 2 * capacity_);
-    data_[end_++ & (capacity_ - 1)] = v;
+    T& v = data_[end_++ & (capacity_ - 1)];
+    v = T{};
+    return v;
   }
 
   // Room for a window of `n` values without growing.

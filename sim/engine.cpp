@@ -412,8 +412,7 @@ bool Engine::add_records(OpId from, OpId n) {
   ops_.reserve(n - ops_.front());
   bool queues = false;
   for (OpId op = from; op < n; ++op) {
-    ops_.push_back(OpRecord{});
-    OpRecord& r = ops_[op];
+    OpRecord& r = ops_.emplace_back();
     r.rank = plan_.rank(op);
     r.kind = plan_.kind(op);
     r.partner = plan_.partner(op);
@@ -884,7 +883,7 @@ void Engine::release_engine(OpId op, double held_since) {
 void Engine::complete(OpId op) {
   set_state(op, OpState::done);
   ++done_;
-  if (has_extra(rec(op))) extra_.erase(op);
+  if (!extra_.empty() && has_extra(rec(op))) extra_.erase(op);
   last_end_ = now_;
   if (track_) {
     timing_[op].end = now_;
