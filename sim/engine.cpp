@@ -379,7 +379,8 @@ std::string Engine::describe(OpId op) const {
   // peer is the partner's rank, which a rotated plan may hold as an image of the true peer.)
   const OpRecord& r = rec(op);
   std::string what(sched::to_string(r.kind));
-  if (r.kind == OpKind::send || r.kind == OpKind::recv)
+  const bool held = r.partner >= ops_base_ && r.partner < registered_;  // unfinished, so held
+  if ((r.kind == OpKind::send || r.kind == OpKind::recv) && held)
     what = fmt::format("{}, matched with op {} of rank {}", what, r.partner, rec(r.partner).rank);
   if (r.kind == OpKind::copy) what = fmt::format("copy {}", sched::to_string(r.copy));
   return fmt::format("op {} (rank {}, stream {}, {})", op, r.rank, r.stream, what);
