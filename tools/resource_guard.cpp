@@ -134,9 +134,10 @@ Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std:
       steps = std::max(1.0, 2 * (g - 1) + 2 * (s - 1));
     }
     held = std::min(e.ops, e.ops / steps * 16 + e.ops / 5);
+    e.bytes_per_op = kStreamedBytesPerOp;
   }
   e.held = held;
-  e.bytes = static_cast<double>(kBytesPerOp) * held;
+  e.bytes = e.bytes_per_op * held;
   return e;
 }
 
@@ -215,7 +216,7 @@ void check_memory(const Estimate& e, unsigned concurrent, std::uint64_t limit,
                                     "ops held at once",
                                     e.held, e.ops)
                       : fmt::format("an estimated {:.3g} ops", e.ops),
-                  kBytesPerOp, e.events, format_size_estimate(static_cast<double>(limit)),
+                  e.bytes_per_op, e.events, format_size_estimate(static_cast<double>(limit)),
                   concurrent > 1 ? " or fewer --jobs" : ""));
 }
 

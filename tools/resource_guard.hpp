@@ -29,11 +29,12 @@
 //         MiB once the plan's columns became rings)
 //   hier  (g = 8, k = 8) 29 steps of 268 at S = 128 (59 MiB), 59 of 524 at S = 256 (204 MiB),
 //         114 of 1036 at S = 512 (677 MiB, 11 %)
-// The estimate holds the ops of 16 steps plus a fifth of the plan:
-//   memory = 96 B x (ops / steps x 16 + ops / 5)
-// 96 bytes an op held is what a whole plan and its run cost; a streamed run has held about a
-// third of that since its plan keeps only the batch being written (78 MiB at p = 1024, k = 8,
-// and 71 MiB at p = 4096, k = 1), so the estimate errs on the safe side there.
+// (Those figures are from before the plan kept only the batch being written, with the plan's
+// rows held for the whole window.) The estimate holds the ops of 16 steps plus a fifth of the
+// plan, at 64 bytes an op held:
+//   memory = 64 B x (ops / steps x 16 + ops / 5)
+// An op held is the engine's 32-byte record in a ring of 2^n records, which rounds up to twice
+// that at most: measured at 55 bytes an op held for p = 1024, k = 8 (78 MiB).
 //
 // Staging (a server without "p2p", or several servers without "gpudirect_rdma") turns a transfer
 // into copy, send, receive, copy; that is why it has its own column.
@@ -52,12 +53,14 @@
 namespace collsim::cli {
 
 inline constexpr std::uint64_t kBytesPerOp = 96;
+inline constexpr std::uint64_t kStreamedBytesPerOp = 64;
 inline constexpr double kEventsPerOp = 1.5;
 
 struct Estimate {
   double ops = 0;  // double: p^2 k for 100 000 ranks overflows nothing and is compared, not used
   double events = 0;
   double held = 0;  // ops in memory at once: all of them, unless the run is streamed
+  double bytes_per_op = kBytesPerOp;  // kStreamedBytesPerOp when streamed
   double bytes = 0;
 };
 
