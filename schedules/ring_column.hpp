@@ -49,14 +49,9 @@ class RingColumn {
   std::uint64_t end() const { return end_; }
   std::uint64_t size() const { return end_ - front_; }
 
-  void push_back(const T& v) { emplace_back() = v; }
+  void push_back(const T& v) { *append() = v; }
   // Appends a value-initialised value and returns it.
-  T& emplace_back() {
-    if (size() == capacity_) grow(capacity_ == 0 ? 16 : 2 * capacity_);
-    T& v = data_[end_++ & (capacity_ - 1)];
-    v = T{};
-    return v;
-  }
+  T& emplace_back() { return *append() = T{}; }
 
   // Room for a window of `n` values without growing.
   void reserve(std::uint64_t n) {
@@ -67,6 +62,12 @@ class RingColumn {
   void drop_before(std::uint64_t i) { front_ = i; }
 
  private:
+  // The slot of a new last index.
+  T* append() {
+    if (size() == capacity_) grow(capacity_ == 0 ? 16 : 2 * capacity_);
+    return &data_[end_++ & (capacity_ - 1)];
+  }
+
   static T* allocate(std::uint64_t n) {
     return static_cast<T*>(huge_pages::allocate(n * sizeof(T), alignof(T)));
   }

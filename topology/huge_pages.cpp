@@ -33,7 +33,7 @@ void heap_deallocate(void* p, std::size_t align) noexcept {
 void* copied(void* p, std::size_t old_bytes, std::size_t new_bytes, std::size_t align) {
   void* grown = allocate(new_bytes, align);
   if (p != nullptr) {
-    std::memcpy(grown, p, old_bytes);
+    std::memcpy(grown, p, old_bytes < new_bytes ? old_bytes : new_bytes);
     deallocate(p, old_bytes, align);
   }
   return grown;

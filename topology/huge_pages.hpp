@@ -19,7 +19,8 @@ inline constexpr std::size_t kThreshold = std::size_t{4} << 20;
 void* allocate(std::size_t bytes, std::size_t align);
 void deallocate(void* p, std::size_t bytes, std::size_t align) noexcept;
 // Grows an allocation of `old_bytes` (from allocate()) to `new_bytes`, keeping its contents:
-// the new block's first `old_bytes` are the old block's. A mapping's pages move into the new
+// the new block's first `old_bytes` are the old block's (its first `new_bytes`, were it to
+// shrink). A mapping's pages move into the new
 // one instead of being copied, so the old window is neither copied nor touched afresh.
 void* extend(void* p, std::size_t old_bytes, std::size_t new_bytes, std::size_t align);
 }  // namespace huge_pages

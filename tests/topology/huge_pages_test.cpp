@@ -62,5 +62,13 @@ TEST_CASE("extending an allocation keeps its contents, from the heap to mappings
     p[next / sizeof(std::uint64_t) - 1] = 7;
     bytes = next;
   }
+  // Asked to shrink, it keeps what fits.
+  const std::size_t smaller = huge_pages::kThreshold / 2;
+  p = static_cast<std::uint64_t*>(huge_pages::extend(p, bytes, smaller, alignof(std::uint64_t)));
+  std::size_t wrong = 0;
+  for (std::uint64_t i = 0; i < smaller / sizeof(std::uint64_t); ++i)
+    wrong += p[i] != i * 0x9E3779B97F4A7C15;
+  CHECK(wrong == 0);
+  bytes = smaller;
   huge_pages::deallocate(p, bytes, alignof(std::uint64_t));
 }
