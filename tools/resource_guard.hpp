@@ -34,7 +34,8 @@
 // plan, at 64 bytes an op held:
 //   memory = 64 B x (ops / steps x 16 + ops / 5)
 // An op held is the engine's 32-byte record in a ring of 2^n records, which rounds up to twice
-// that at most: measured at 55 bytes an op held for p = 1024, k = 8 (78 MiB).
+// that at most: measured at about 45 bytes an op held for p = 1024, k = 8 (78 MiB for a
+// window of up to 1.47 M ops, beside about 16 MiB of topology and routes).
 //
 // Staging (a server without "p2p", or several servers without "gpudirect_rdma") turns a transfer
 // into copy, send, receive, copy; that is why it has its own column.
