@@ -391,7 +391,7 @@ double FlowModel::busy_time(ResourceId r, double now) const {
 void FlowModel::add_to_component(ResourceId r) {
   res_[r].stamp = epoch_;
   comp_res_.push_back(r);
-  if (!res_[r].flows.empty()) collsim::prefetch(res_[r].flows.data());  // for fill()
+  prefetch_list(res_[r]);  // for fill()
 }
 
 double FlowModel::lowest_by_scan(ResourceId& bottleneck) const {
@@ -540,8 +540,7 @@ void FlowModel::add_to_region(FlowId f) {
 }
 
 void FlowModel::prefetch_entries(const std::vector<ResourceId>& resources) const {
-  for (ResourceId r : resources)
-    if (!res_[r].flows.empty()) collsim::prefetch(res_[r].flows.data());
+  for (ResourceId r : resources) prefetch_list(res_[r]);
 }
 
 void FlowModel::prefetch_flows_on(const std::vector<ResourceId>& resources) const {

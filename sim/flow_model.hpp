@@ -290,6 +290,13 @@ class FlowModel {
   void prefetch_flows_on(const std::vector<ResourceId>& resources) const;
   void prefetch_resources_of(const std::vector<FlowId>& flows) const;
   void prefetch_resource(ResourceId r) const { collsim::prefetch(&res_[r]); }
+  // Every line of a resource's flow list.
+  void prefetch_list(const Resource& res) const {
+    const char* p = reinterpret_cast<const char*>(res.flows.data());
+    const char* end = reinterpret_cast<const char*>(res.flows.data() + res.flows.size());
+    for (; p < end; p += 64) collsim::prefetch(p);
+    if (res.flows.size() > 0) collsim::prefetch(end - 1);
+  }
   void new_epoch();
   void reshare(double now);  // start/release: the region, or the component
   void reshare_component(double now);
