@@ -36,6 +36,7 @@
 //
 // A flow whose rate came out exactly as before keeps its completion time, so an undisturbed flow
 // ends at exactly start + bytes / rate.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -290,12 +291,17 @@ class FlowModel {
   void prefetch_flows_on(const std::vector<ResourceId>& resources) const;
   void prefetch_resources_of(const std::vector<FlowId>& flows) const;
   void prefetch_resource(ResourceId r) const { collsim::prefetch(&res_[r]); }
-  // Every line of a resource's flow list.
+  // The lines of a resource's flow list, up to kListLines of them: the few entries of a
+  // fabric link all, while the list of a NIC that a whole all-to-all crosses is scanned from
+  // its start as it comes, not flooded into the cache ahead of its turn.
+  static constexpr std::size_t kListLines = 4;
   void prefetch_list(const Resource& res) const {
+    if (res.flows.empty()) return;
     const char* p = reinterpret_cast<const char*>(res.flows.data());
-    const char* end = reinterpret_cast<const char*>(res.flows.data() + res.flows.size());
-    for (; p < end; p += 64) collsim::prefetch(p);
-    if (res.flows.size() > 0) collsim::prefetch(end - 1);
+    const char* end = reinterpret_cast<const char*>(res.flows.data() + res.flows.size()) - 1;
+    const char* last = std::min(end, p + (kListLines - 1) * 64);
+    for (; p < last; p += 64) collsim::prefetch(p);
+    collsim::prefetch(last);
   }
   void new_epoch();
   void reshare(double now);  // start/release: the region, or the component
