@@ -30,6 +30,7 @@ class RingColumn {
     if (o.capacity_ == 0) return;
     data_ = allocate(o.capacity_);
     capacity_ = o.capacity_;
+    mask_ = o.mask_;
     copy_window(o.data_, o.capacity_, data_, capacity_);
   }
   RingColumn(RingColumn&& o) noexcept { swap(o); }
@@ -42,8 +43,8 @@ class RingColumn {
   }
 
   // Index i must be in [front(), end()).
-  T& operator[](std::uint64_t i) { return data_[i & (capacity_ - 1)]; }
-  const T& operator[](std::uint64_t i) const { return data_[i & (capacity_ - 1)]; }
+  T& operator[](std::uint64_t i) { return data_[i & mask_]; }
+  const T& operator[](std::uint64_t i) const { return data_[i & mask_]; }
 
   std::uint64_t front() const { return front_; }
   std::uint64_t end() const { return end_; }
@@ -65,7 +66,7 @@ class RingColumn {
   // The slot of a new last index.
   T* append() {
     if (size() == capacity_) grow(capacity_ == 0 ? 16 : 2 * capacity_);
-    return &data_[end_++ & (capacity_ - 1)];
+    return &data_[end_++ & mask_];
   }
 
   static T* allocate(std::uint64_t n) {
@@ -94,12 +95,14 @@ class RingColumn {
     if (capacity_ == 0) {
       data_ = allocate(capacity);
       capacity_ = capacity;
+      mask_ = capacity - 1;
       return;
     }
     const std::uint64_t old = capacity_;
     data_ = static_cast<T*>(
         huge_pages::extend(data_, old * sizeof(T), capacity * sizeof(T), alignof(T)));
     capacity_ = capacity;
+    mask_ = capacity - 1;
     for (std::uint64_t i = front_; i < end_;) {
       const std::uint64_t run_end = std::min(end_, (i | (old - 1)) + 1);
       const std::uint64_t slot = i & (old - 1);
@@ -112,12 +115,16 @@ class RingColumn {
   void swap(RingColumn& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(capacity_, o.capacity_);
+    std::swap(mask_, o.mask_);
     std::swap(front_, o.front_);
     std::swap(end_, o.end_);
   }
 
   T* data_ = nullptr;
   std::uint64_t capacity_ = 0;  // 0 or a power of two
+  // capacity_ - 1, kept rather than computed at every index: the engine indexes its records
+  // several times an event.
+  std::uint64_t mask_ = 0;
   std::uint64_t front_ = 0;
   std::uint64_t end_ = 0;
 };
