@@ -139,7 +139,7 @@ class Engine {
     OpId op = kNoOp;
     if (kind == EventKind::op_done || kind == EventKind::release) op = id;
     if ((kind == EventKind::flow_done || kind == EventKind::latency_done) &&
-        id < flow_slots_ && flow_info_[id].owner != Owner::background)
+        id < flows_.num_flow_slots() && flow_info_[id].owner != Owner::background)
       op = flow_info_[id].index;
     return op >= ops_base_ && op < registered_ ? op : kNoOp;
   }
@@ -333,10 +333,9 @@ class Engine {
     Queued queued = Queued::none;
   };
   static_assert(sizeof(FlowInfo) == 32);
-  HugeVector<FlowInfo> flow_info_;  // by FlowId
-  // flow_info_.size(), kept apart: the event loop's prefetching asks for it several times an
-  // event.
-  std::uint32_t flow_slots_ = 0;
+  // By FlowId, as many as the flow model's slots (new_flow()): the event loop's bounds checks
+  // ask the model, which keeps the count, rather than divide this vector's byte size.
+  HugeVector<FlowInfo> flow_info_;
 
   std::vector<CopyEngines> engines_;  // by NodeId
   struct AppliedChange {
@@ -717,10 +716,7 @@ std::uint32_t Engine::resolve(OpId op) {
 
 FlowId Engine::new_flow(Owner owner, std::uint32_t index, double bytes) {
   const FlowId f = flows_.create();
-  if (f >= flow_slots_) {
-    flow_info_.resize(f + 1);
-    flow_slots_ = f + 1;
-  }
+  if (f >= flow_info_.size()) flow_info_.resize(f + 1);
   FlowInfo& info = flow_info_[f];
   info.start = now_;
   info.owner = owner;
@@ -1300,7 +1296,7 @@ void Engine::prefetch_ahead() const {
   EventKind kind;
   const auto flow_event = [&] {
     return (kind == EventKind::flow_done || kind == EventKind::latency_done) &&
-           id < flow_slots_;
+           id < flows_.num_flow_slots();
   };
   if (next.at(8, id, kind) && flow_event()) {
     flows_.prefetch_flow(id);
