@@ -217,7 +217,78 @@ void wait_politely(MPI_Request& request) {
   }
 }
 
+constexpr int kTagRequest = 3;
+constexpr int kTagPoints = 4;
+
+// A rank's request for points (how many it wants), if one has arrived.
+std::optional<int> try_receive_request(int& source) {
+  int arrived = 0;
+  MPI_Status status;
+  check(MPI_Iprobe(MPI_ANY_SOURCE, kTagRequest, MPI_COMM_WORLD, &arrived, &status), "MPI_Iprobe");
+  if (!arrived) return std::nullopt;
+  int wanted = 0;
+  source = status.MPI_SOURCE;
+  check(MPI_Recv(&wanted, 1, MPI_INT, source, kTagRequest, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+        "MPI_Recv");
+  if (wanted < 0) throw InternalError(fmt::format("rank {} asked for {} points", source, wanted));
+  return wanted;
+}
+
+// Rank 0's answer to a request, if it has arrived: point indices, none when no point is left.
+std::optional<std::vector<std::uint64_t>> try_receive_points() {
+  int arrived = 0;
+  MPI_Status status;
+  check(MPI_Iprobe(0, kTagPoints, MPI_COMM_WORLD, &arrived, &status), "MPI_Iprobe");
+  if (!arrived) return std::nullopt;
+  int count = 0;
+  check(MPI_Get_count(&status, MPI_UINT64_T, &count), "MPI_Get_count");
+  std::vector<std::uint64_t> batch(static_cast<std::size_t>(count));
+  check(
+      MPI_Recv(batch.data(), count, MPI_UINT64_T, 0, kTagPoints, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+      "MPI_Recv");
+  return batch;
+}
+
 }  // namespace
+
+// Messages sent without waiting for each: their buffers stay alive until every send is complete.
+class World::Sends {
+ public:
+  void send(std::string text, int to) {
+    texts_.push_back(std::move(text));
+    start(texts_.back().data(), static_cast<int>(texts_.back().size()), MPI_CHAR, to, kTagResult);
+  }
+  void send(std::vector<std::uint64_t> batch, int to) {
+    batches_.push_back(std::move(batch));
+    start(batches_.back().data(), static_cast<int>(batches_.back().size()), MPI_UINT64_T, to,
+          kTagPoints);
+  }
+  // Lets MPI move the messages; with `wait`, until all are sent.
+  void advance(bool wait) {
+    for (;;) {
+      int done = 0;
+      check(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
+                        MPI_STATUSES_IGNORE),
+            "MPI_Testall");
+      if (done) {
+        requests_.clear();
+        texts_.clear();
+        batches_.clear();
+      }
+      if (done || !wait) return;
+      std::this_thread::sleep_for(kPollInterval);
+    }
+  }
+
+ private:
+  void start(void* data, int count, MPI_Datatype type, int to, int tag) {
+    requests_.emplace_back();
+    check(MPI_Isend(data, count, type, to, tag, MPI_COMM_WORLD, &requests_.back()), "MPI_Isend");
+  }
+  std::deque<std::string> texts_;
+  std::deque<std::vector<std::uint64_t>> batches_;
+  std::vector<MPI_Request> requests_;
+};
 
 bool built_with_mpi() {
   return true;
@@ -290,101 +361,107 @@ void World::run_points(const Context& context, const std::vector<Point>& points,
                        const std::string& topology_name, unsigned jobs,
                        const std::function<void(std::size_t, const Evaluation&)>& emit,
                        const std::function<void(std::size_t, std::size_t)>& progress) {
-  const std::size_t total = points.size();
-  // Rank 0 deals and tells the others, so that every rank works from the same deal.
-  std::vector<int> owner(total, 0);
-  if (rank_ == 0) owner = deal_points(context, points, size_);
-  if (total > 0) {
-    MPI_Request request;
-    check(MPI_Ibcast(owner.data(), static_cast<int>(total), MPI_INT, 0, MPI_COMM_WORLD, &request),
-          "MPI_Ibcast");
-    wait_politely(request);
-  }
-  std::vector<Point> mine;
-  std::vector<std::size_t> index;  // the input index of each of mine
-  for (std::size_t i = 0; i < total; ++i) {
-    if (owner[i] != rank_) continue;
-    mine.push_back(points[i]);
-    index.push_back(i);
-  }
-
+  jobs = std::max(1u, jobs);
   if (rank_ != 0) {
-    // Results leave as they come, without waiting for each send: the texts stay alive until every
-    // send is complete, and the progress calls (every 200 ms at most) let MPI move large ones.
-    std::deque<std::string> texts;
-    std::vector<MPI_Request> sends;
-    const auto advance = [&](bool wait) {
-      for (;;) {
-        int done = 0;
-        check(MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE),
-              "MPI_Testall");
-        if (done) {
-          sends.clear();
-          texts.clear();
-        }
-        if (done || !wait) return;
-        std::this_thread::sleep_for(kPollInterval);
-      }
-    };
-    cli::run_points(
-        context, mine, topology_name, jobs,
-        [&](std::size_t i, const Evaluation& ev) {
-          texts.push_back(encode(index[i], ev));
-          sends.emplace_back();
-          check(MPI_Isend(texts.back().data(), static_cast<int>(texts.back().size()), MPI_CHAR, 0,
-                          kTagResult, MPI_COMM_WORLD, &sends.back()),
-                "MPI_Isend");
-          advance(false);
-        },
-        [&](std::size_t, std::size_t) { advance(false); });
-    advance(true);
+    work_for_rank0(context, points, topology_name, jobs);
     return;
   }
-
-  // Rank 0: its own rows and the others' meet here and leave in input order.
+  const std::size_t total = points.size();
+  // Each rank's threads, and rank 0's own, take points as they free up, heaviest first.
+  Dispenser dispenser(estimated_costs(context, points),
+                      static_cast<std::size_t>(size_) * std::size_t{jobs});
+  std::vector<int> owner(total, -1);
+  PointPool pool(context, points, topology_name, jobs);
+  Sends replies;
   std::vector<std::optional<Evaluation>> pending(total);
   std::size_t emitted = 0;
-  std::size_t mine_done = 0;
-  std::size_t received = 0;
-  auto flush = [&] {
-    while (emitted < total && pending[emitted]) {
-      emit(emitted, *pending[emitted]);
-      pending[emitted].reset();
-      ++emitted;
-    }
+  std::size_t done = 0;
+  int closed = 0;  // ranks told that no point is left
+  const auto keep = [&](std::size_t i, Evaluation ev) {
+    pending[i] = std::move(ev);
+    ++done;
   };
-  auto drain = [&] {
-    bool any = false;
+  while (emitted < total || closed < size_ - 1) {
+    while (pool.unfinished() < jobs && dispenser.left() > 0)
+      for (const std::size_t i : dispenser.take(1)) {
+        owner[i] = 0;
+        pool.add(i);
+      }
     int source = 0;
+    while (const auto wanted = try_receive_request(source)) {
+      std::vector<std::uint64_t> batch;
+      // Asking for none: the rank was interrupted and leaves its share to the others.
+      if (*wanted > 0)
+        for (const std::size_t i : dispenser.take(static_cast<std::size_t>(*wanted))) {
+          owner[i] = source;
+          batch.push_back(i);
+        }
+      if (batch.empty()) ++closed;
+      replies.send(std::move(batch), source);
+    }
     while (auto bytes = try_receive(source)) {
       std::size_t i = 0;
       Evaluation ev = decode(*bytes, i);
       if (i >= total || owner[i] != source || source == 0 || pending[i] || i < emitted)
         throw InternalError(fmt::format(
             "rank 0 received an unexpected result for point {} from rank {}", i + 1, source));
-      pending[i] = std::move(ev);
-      ++received;
-      any = true;
+      keep(i, std::move(ev));
     }
-    if (any) flush();
-  };
-  cli::run_points(
-      context, mine, topology_name, jobs,
-      [&](std::size_t i, const Evaluation& ev) {
-        pending[index[i]] = ev;
-        ++mine_done;
-        flush();
-      },
-      [&](std::size_t, std::size_t) {
-        drain();
-        if (progress) progress(mine_done + received, total);
-      });
-  while (emitted < total) {
-    const std::size_t before = received;
-    drain();
-    if (progress) progress(mine_done + received, total);
-    if (received == before) std::this_thread::sleep_for(kPollInterval);
+    for (auto& [i, ev] : pool.finished(kPollInterval)) keep(i, std::move(ev));
+    for (; emitted < total && pending[emitted]; ++emitted) {
+      emit(emitted, *pending[emitted]);
+      pending[emitted].reset();
+    }
+    replies.advance(false);
+    if (progress) progress(done, total);
   }
+  replies.advance(true);
+}
+
+void World::work_for_rank0(const Context& context, const std::vector<Point>& points,
+                           const std::string& topology_name, unsigned jobs) {
+  PointPool pool(context, points, topology_name, jobs);
+  // No point queued beyond the threads: one queued here would be this rank's even if another
+  // rank frees up first, and at the end of a sweep of long points that costs a whole point. The
+  // price is a round trip to rank 0 per request, a few milliseconds.
+  const std::size_t depth = jobs;
+  Sends results;
+  int wanted = 0;
+  MPI_Request ask = MPI_REQUEST_NULL;
+  bool asked = false;
+  bool closed = false;
+  for (;;) {
+    if (!closed && !asked && pool.unfinished() < depth) {
+      // Interrupted (SIGINT to this rank): the points it runs stop, and it asks for none, so that
+      // the other ranks take the rest of the sweep.
+      const bool interrupted =
+          context.cancel != nullptr && context.cancel->load(std::memory_order_relaxed);
+      wanted = interrupted ? 0 : static_cast<int>(depth - pool.unfinished());
+      check(MPI_Isend(&wanted, 1, MPI_INT, 0, kTagRequest, MPI_COMM_WORLD, &ask), "MPI_Isend");
+      asked = true;
+    }
+    if (asked) {
+      if (auto batch = try_receive_points()) {
+        wait_politely(ask);  // rank 0 has answered, so it has the request
+        asked = false;
+        for (const std::uint64_t i : *batch) {
+          if (i >= points.size())
+            throw InternalError(
+                fmt::format("rank 0 handed out point {} of {}", i + 1, points.size()));
+          pool.add(static_cast<std::size_t>(i));
+        }
+        if (batch->empty()) {
+          closed = true;
+          pool.close();
+        }
+      }
+    }
+    // Results leave as they come, without waiting for each send.
+    for (const auto& [i, ev] : pool.finished(kPollInterval)) results.send(encode(i, ev), 0);
+    results.advance(false);
+    if (closed && pool.unfinished() == 0) break;
+  }
+  results.advance(true);
 }
 
 void World::finish() {

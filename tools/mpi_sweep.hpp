@@ -1,9 +1,9 @@
 #pragma once
-// The MPI mode of `collsim sweep`: under `mpirun -n N`, rank 0 deals the points to the ranks by
-// estimated cost (deal_points in tools/sweep.hpp), each rank evaluates its share on its own --jobs
-// threads, and
-// rank 0 receives every result and emits the rows in input order through the same report code,
-// so that the output is byte-identical to a single-process run.
+// The MPI mode of `collsim sweep`: under `mpirun -n N`, rank 0 hands the points out on demand,
+// heaviest first by estimated cost (Dispenser in tools/sweep.hpp), to every rank's --jobs threads
+// and its own, as they free up, so that a rank on a slower machine, or given points the estimate
+// misjudged, takes fewer; rank 0 receives every result and emits the rows in input order through
+// the same report code, so that the output is byte-identical to a single-process run.
 //
 // MPI is initialised only when the environment says that a launcher started more than one
 // process; a plain `collsim sweep` never touches MPI. Only mpi_sweep.cpp includes <mpi.h>; when
@@ -71,9 +71,9 @@ class World {
   // main()'s status for it: for failures after agree(), which the other ranks cannot know about.
   [[noreturn]] void abort(const std::exception_ptr& error);
 
-  // Rank 0 deals the points (deal_points) and every rank evaluates its share. On rank 0,
-  // `emit` gets every row in input order and `progress` (done, total) counts every rank's points;
-  // other ranks send their results to rank 0 and call neither.
+  // Every rank evaluates the points rank 0 hands it. On rank 0, `emit` gets every row in input
+  // order and `progress` (done, total) counts every rank's points; other ranks send their
+  // results to rank 0 and call neither.
   void run_points(const Context& context, const std::vector<Point>& points,
                   const std::string& topology_name, unsigned jobs,
                   const std::function<void(std::size_t, const Evaluation&)>& emit,
@@ -88,6 +88,11 @@ class World {
   void finalize();
 
  private:
+  class Sends;
+  // A rank other than 0: asks rank 0 for points, evaluates them and sends the results back.
+  void work_for_rank0(const Context& context, const std::vector<Point>& points,
+                      const std::string& topology_name, unsigned jobs);
+
   int rank_ = 0;
   int size_ = 1;
   bool finalized_ = false;

@@ -312,10 +312,7 @@ Evaluation evaluate(const Context& context, const Point& point, const std::strin
   }
 }
 
-std::vector<int> deal_points(const Context& context, const std::vector<Point>& points,
-                             int workers) {
-  std::vector<int> owner(points.size(), 0);
-  if (workers <= 1) return owner;
+std::vector<double> estimated_costs(const Context& context, const std::vector<Point>& points) {
   const topo::Topology& topology = context.router->topology();
   // Servers spanned and staging depend only on the rank count: worked out once for each.
   struct Shape {
@@ -341,24 +338,100 @@ std::vector<int> deal_points(const Context& context, const std::vector<Point>& p
     const std::vector<std::uint32_t> ks =
         p.chunks == kAutoChunks ? auto_chunk_counts(p.size / sched::dtype_size(p.dtype))
                                 : std::vector<std::uint32_t>{p.chunks};
-    // Every point costs something, even one refused at once.
     cost[i] = 1;
     for (sched::Algorithm a : algorithms)
       for (std::uint32_t k : ks)
         cost[i] += estimate(p.collective, a, n, k, it->second.servers, it->second.staged).events;
   }
-  std::vector<std::size_t> order(points.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return cost[a] > cost[b]; });
-  std::vector<double> load(static_cast<std::size_t>(workers), 0.0);
-  for (std::size_t i : order) {
-    const auto least =
-        static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-    owner[i] = static_cast<int>(least);
-    load[least] += cost[i];
+  return cost;
+}
+
+Dispenser::Dispenser(std::vector<double> costs, std::size_t parts)
+    : cost_(std::move(costs)), order_(cost_.size()), parts_(std::max<std::size_t>(1, parts)) {
+  for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = i;
+  std::stable_sort(order_.begin(), order_.end(),
+                   [&](std::size_t a, std::size_t b) { return cost_[a] > cost_[b]; });
+  for (double c : cost_) left_cost_ += c;
+}
+
+std::vector<std::size_t> Dispenser::take(std::size_t wanted) {
+  std::vector<std::size_t> batch;
+  const double share = left_cost_ / (2.0 * static_cast<double>(parts_));
+  double cost = 0;
+  while (next_ < order_.size()) {
+    const std::size_t i = order_[next_];
+    if (batch.size() >= wanted && cost + cost_[i] > share) break;
+    batch.push_back(i);
+    cost += cost_[i];
+    ++next_;
   }
-  return owner;
+  // Only a batch size depends on it, never a result: rounding may leave a little above 0.
+  left_cost_ = next_ < order_.size() ? std::max(0.0, left_cost_ - cost) : 0.0;
+  return batch;
+}
+
+PointPool::PointPool(const Context& context, const std::vector<Point>& points,
+                     std::string topology_name, unsigned threads)
+    : context_(context), points_(points), topology_name_(std::move(topology_name)) {
+  threads_.reserve(std::max(1u, threads));
+  for (unsigned t = 0; t < std::max(1u, threads); ++t) threads_.emplace_back([this] { work(); });
+}
+
+PointPool::~PointPool() {
+  close();
+  threads_.clear();  // joins
+}
+
+void PointPool::add(std::size_t index) {
+  {
+    std::lock_guard lock(mutex_);
+    if (closed_) throw InternalError("a point was added to a closed pool");
+    queue_.push_back(index);
+    ++unfinished_;
+  }
+  added_.notify_one();
+}
+
+void PointPool::close() {
+  {
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+  }
+  added_.notify_all();
+}
+
+std::size_t PointPool::unfinished() const {
+  std::lock_guard lock(mutex_);
+  return unfinished_;
+}
+
+std::vector<std::pair<std::size_t, Evaluation>> PointPool::finished(
+    std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  done_.wait_for(lock, timeout, [&] { return !finished_.empty(); });
+  std::vector<std::pair<std::size_t, Evaluation>> out;
+  out.swap(finished_);
+  unfinished_ -= out.size();
+  return out;
+}
+
+void PointPool::work() {
+  for (;;) {
+    std::size_t i;
+    {
+      std::unique_lock lock(mutex_);
+      added_.wait(lock, [&] { return !queue_.empty() || closed_; });
+      if (queue_.empty()) return;
+      i = queue_.front();
+      queue_.pop_front();
+    }
+    Evaluation ev = evaluate(context_, points_[i], topology_name_);
+    {
+      std::lock_guard lock(mutex_);
+      finished_.emplace_back(i, std::move(ev));
+    }
+    done_.notify_one();
+  }
 }
 
 void run_points(const Context& context, const std::vector<Point>& points,
@@ -366,45 +439,25 @@ void run_points(const Context& context, const std::vector<Point>& points,
                 const std::function<void(std::size_t, const Evaluation&)>& emit,
                 const std::function<void(std::size_t, std::size_t)>& progress) {
   const std::size_t total = points.size();
+  PointPool pool(context, points, topology_name,
+                 static_cast<unsigned>(std::min<std::size_t>(std::max(1u, jobs), total)));
+  for (std::size_t i = 0; i < total; ++i) pool.add(i);
+  pool.close();
+  // Rows go out in input order as soon as their prefix is done, so that a long sweep streams its
+  // results.
   std::vector<std::optional<Evaluation>> results(total);
-  std::atomic<std::size_t> next{0};
-  std::mutex mutex;
-  std::condition_variable changed;
   std::size_t done = 0;
-
-  auto work = [&] {
-    for (std::size_t i = next++; i < total; i = next++) {
-      Evaluation ev = evaluate(context, points[i], topology_name);
-      std::lock_guard lock(mutex);
+  std::size_t emitted = 0;
+  while (emitted < total) {
+    for (auto& [i, ev] : pool.finished(std::chrono::milliseconds(200))) {
       results[i] = std::move(ev);
       ++done;
-      changed.notify_one();
     }
-  };
-  const unsigned threads = static_cast<unsigned>(
-      std::max<std::size_t>(1, std::min<std::size_t>(jobs == 0 ? 1 : jobs, total)));
-  std::vector<std::jthread> pool;
-  pool.reserve(threads);
-  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(work);
-
-  // The calling thread only emits: rows go out in input order as soon as their prefix is done,
-  // so that a long sweep streams its results.
-  std::size_t emitted = 0;
-  std::unique_lock lock(mutex);
-  while (emitted < total) {
-    changed.wait_for(lock, std::chrono::milliseconds(200),
-                     [&] { return results[emitted].has_value(); });
-    const std::size_t done_now = done;
-    std::vector<std::pair<std::size_t, Evaluation>> ready;
-    while (emitted < total && results[emitted]) {
-      ready.emplace_back(emitted, std::move(*results[emitted]));
+    for (; emitted < total && results[emitted]; ++emitted) {
+      emit(emitted, *results[emitted]);
       results[emitted].reset();
-      ++emitted;
     }
-    lock.unlock();
-    for (const auto& [i, ev] : ready) emit(i, ev);
-    if (progress) progress(done_now, total);
-    lock.lock();
+    if (progress) progress(done, total);
   }
 }
 

@@ -2,14 +2,20 @@
 // Points of a run or sweep, how one point is simulated, and how many are run on a pool of threads.
 //
 // A point is a pure function of (topology, point): points share the topology and its Router
-// read-only and nothing else, so they can be evaluated in any order, on any thread, or (later)
-// split among MPI ranks by index, and the results are still emitted in input order.
+// read-only and nothing else, so they can be evaluated in any order, on any thread or on any MPI
+// rank (tools/mpi_sweep.hpp), and the results are still emitted in input order.
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "schedules/generate.hpp"
@@ -117,6 +123,42 @@ Evaluation evaluate_or_throw(const Context& context, const Point& point,
 // a sweep.
 Evaluation evaluate(const Context& context, const Point& point, const std::string& topology_name);
 
+// Threads that evaluate points as their indices are added, in the order added. The thread that
+// made the pool adds, closes and waits; the pool's threads only evaluate.
+class PointPool {
+ public:
+  // Starts `threads` threads (at least one).
+  PointPool(const Context& context, const std::vector<Point>& points, std::string topology_name,
+            unsigned threads);
+  // Closes the pool and waits for the points already added.
+  ~PointPool();
+  PointPool(const PointPool&) = delete;
+  PointPool& operator=(const PointPool&) = delete;
+
+  void add(std::size_t index);
+  // No point will be added any more: the threads end once the queue is empty.
+  void close();
+  // Points added and not yet returned by finished().
+  std::size_t unfinished() const;
+  // Waits up to `timeout` for a point to finish; returns the points finished since the last
+  // call, in the order they finished (empty when none did in time).
+  std::vector<std::pair<std::size_t, Evaluation>> finished(std::chrono::milliseconds timeout);
+
+ private:
+  void work();
+
+  const Context& context_;
+  const std::vector<Point>& points_;
+  const std::string topology_name_;
+  mutable std::mutex mutex_;
+  std::condition_variable added_, done_;
+  std::deque<std::size_t> queue_;
+  std::vector<std::pair<std::size_t, Evaluation>> finished_;
+  std::size_t unfinished_ = 0;
+  bool closed_ = false;
+  std::vector<std::jthread> threads_;  // last: joined before the members they use go
+};
+
 // Evaluates `points` on `jobs` threads and calls `emit` from the calling thread, in input order,
 // as soon as every earlier point is done. `progress` (may be empty) gets (done, total).
 void run_points(const Context& context, const std::vector<Point>& points,
@@ -124,11 +166,29 @@ void run_points(const Context& context, const std::vector<Point>& points,
                 const std::function<void(std::size_t, const Evaluation&)>& emit,
                 const std::function<void(std::size_t, std::size_t)>& progress);
 
-// Deals points to `workers` processes by their estimated cost (the events that resource_guard's
-// estimate gives each (algorithm, k) the point will simulate, summed over an auto search):
-// heaviest first, each to the worker with the least estimated work so far, ties to the lower
-// worker and, among equal costs, the earlier point first. Returns each point's worker. Dealing by
-// index alone would give one worker every k = 2 point of a sweep with --chunks 1,2 on two ranks.
-std::vector<int> deal_points(const Context& context, const std::vector<Point>& points, int workers);
+// Each point's estimated cost: the events that resource_guard's estimate gives each (algorithm,
+// k) the point will simulate, summed over an auto search, plus one, so that a point refused at
+// once still counts.
+std::vector<double> estimated_costs(const Context& context, const std::vector<Point>& points);
+
+// Hands a sweep's points out on demand to `parts` workers (threads, over all processes), heaviest
+// first by estimated cost and equal costs in input order, so that the longest points start first
+// and the ones left at the end are short. A worker that asks for n points gets n while any are
+// left, and then more while their cost stays under half its share of what is left (guided
+// self-scheduling): a sweep of thousands of light points travels in a few dozen batches, and
+// the batches shrink as the sweep ends, so that no worker is left with a long tail.
+class Dispenser {
+ public:
+  Dispenser(std::vector<double> costs, std::size_t parts);
+  std::vector<std::size_t> take(std::size_t wanted);
+  std::size_t left() const { return order_.size() - next_; }
+
+ private:
+  std::vector<double> cost_;
+  std::vector<std::size_t> order_;
+  std::size_t next_ = 0;
+  double left_cost_ = 0;
+  std::size_t parts_;
+};
 
 }  // namespace collsim::cli

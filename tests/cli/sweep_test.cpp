@@ -1,7 +1,7 @@
 #include "tools/sweep.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
-#include <set>
 
 #include "schedules/generate.hpp"
 #include "topology/error.hpp"
@@ -150,32 +150,62 @@ TEST_CASE("a failing point is a row with an error and not an exception", "[cli][
   CHECK(ev.row.size == 8);
 }
 
-TEST_CASE("points are dealt to workers by estimated cost, heaviest first", "[cli][sweep][mpi]") {
+TEST_CASE("a point's estimated cost grows with k and with an auto search", "[cli][sweep][mpi]") {
   const topo::Topology t = two_gpus_and_a_cpu();
   const topo::Router router(t);
   Context context;
   context.router = &router;
   context.ranks = t.gpus();
-  // --chunks 1,2 on two workers: by index alone every k = 2 point would go to worker 1.
   std::vector<Point> points;
-  for (Bytes size : {Bytes{1024}, Bytes{4096}})
-    for (std::uint32_t k : {1u, 2u}) {
-      Point p;
-      p.size = size;
-      p.chunks = k;
-      points.push_back(p);
-    }
-  CHECK(deal_points(context, points, 1) == std::vector<int>{0, 0, 0, 0});
-  // k = 2 costs twice k = 1; equal costs keep input order: 1 -> 0, 3 -> 1, 0 -> 0, 2 -> 1.
-  CHECK(deal_points(context, points, 2) == std::vector<int>{0, 0, 1, 1});
-  // More workers than points: each point has its own.
-  const std::vector<int> spread = deal_points(context, points, 8);
-  CHECK(std::set<int>(spread.begin(), spread.end()).size() == 4);
-  // An auto point costs the whole search and is dealt first.
+  for (std::uint32_t k : {1u, 2u}) {
+    Point p;
+    p.size = 4096;
+    p.chunks = k;
+    points.push_back(p);
+  }
   points.push_back(
       Point{sched::Collective::allreduce, std::nullopt, 4096, sched::DType::fp32, kAutoChunks, 0});
-  const std::vector<int> with_auto = deal_points(context, points, 2);
-  CHECK(with_auto[4] == 0);
-  CHECK(with_auto[0] == 1);
-  CHECK(with_auto[1] == 1);
+  const std::vector<double> cost = estimated_costs(context, points);
+  REQUIRE(cost.size() == 3);
+  CHECK(cost[0] >= 1);
+  CHECK(cost[1] > cost[0]);
+  CHECK(cost[2] > cost[0] + cost[1]);  // every algorithm at every k, these two among them
+}
+
+TEST_CASE("points are handed out heaviest first, each once", "[cli][sweep][mpi]") {
+  // Equal costs keep input order.
+  Dispenser d({1, 2, 1, 2}, 2);
+  CHECK(d.left() == 4);
+  CHECK(d.take(1) == std::vector<std::size_t>{1});
+  CHECK(d.take(2) == std::vector<std::size_t>{3, 0});
+  CHECK(d.left() == 1);
+  CHECK(d.take(5) == std::vector<std::size_t>{2});
+  CHECK(d.take(1).empty());
+  CHECK(d.left() == 0);
+  Dispenser none({}, 4);
+  CHECK(none.take(3).empty());
+}
+
+TEST_CASE("light points travel in batches that shrink as the sweep ends", "[cli][sweep][mpi]") {
+  // 1000 equal points for 2 workers: the first batch is a quarter of them (half a worker's
+  // share), and each batch is a quarter of what is left, down to one point at a time.
+  const std::size_t n = 1000;
+  Dispenser d(std::vector<double>(n, 1.0), 2);
+  std::vector<std::size_t> sizes;
+  std::vector<int> seen(n, 0);
+  while (d.left() > 0) {
+    const std::vector<std::size_t> batch = d.take(1);
+    REQUIRE(!batch.empty());
+    sizes.push_back(batch.size());
+    for (std::size_t i : batch) ++seen[i];
+  }
+  CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+  CHECK(sizes.front() == 250);
+  CHECK(sizes[1] == 187);  // a quarter of the 750 left, rounded down
+  CHECK(std::is_sorted(sizes.rbegin(), sizes.rend()));
+  CHECK(sizes.back() == 1);
+  CHECK(sizes.size() < 40);  // batches, not one message per point
+  // A heavy point is never held back for a batch of light ones: it goes alone.
+  Dispenser heavy({100, 1, 1, 1}, 2);
+  CHECK(heavy.take(1) == std::vector<std::size_t>{0});
 }
