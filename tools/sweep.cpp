@@ -378,8 +378,15 @@ PointPool::PointPool(const Context& context, const std::vector<Point>& points,
 }
 
 PointPool::~PointPool() {
-  close();
-  threads_.clear();  // joins
+  {
+    // Before every point is back only when an exception is on its way: the points still queued
+    // are dropped, so that it does not wait for them.
+    std::lock_guard lock(mutex_);
+    queue_.clear();
+    closed_ = true;
+  }
+  added_.notify_all();
+  threads_.clear();  // joins, once the points running now are done
 }
 
 void PointPool::add(std::size_t index) {

@@ -130,7 +130,7 @@ class PointPool {
   // Starts `threads` threads (at least one).
   PointPool(const Context& context, const std::vector<Point>& points, std::string topology_name,
             unsigned threads);
-  // Closes the pool and waits for the points already added.
+  // Drops the points not started and waits for the running ones.
   ~PointPool();
   PointPool(const PointPool&) = delete;
   PointPool& operator=(const PointPool&) = delete;

@@ -150,6 +150,41 @@ TEST_CASE("a failing point is a row with an error and not an exception", "[cli][
   CHECK(ev.row.size == 8);
 }
 
+TEST_CASE("a point pool evaluates each point added once, and says when it is done",
+          "[cli][sweep]") {
+  const topo::Topology t = two_gpus_and_a_cpu();
+  const topo::Router router(t);
+  Context context;
+  context.router = &router;
+  context.ranks = t.gpus();
+  std::vector<Point> points;
+  for (Bytes size : {Bytes{1024}, Bytes{8}, Bytes{65536}, Bytes{4096}, Bytes{1 << 20}}) {
+    Point p;
+    p.size = size;
+    p.chunks = 4;  // fails for 8 B (two elements): a failed point comes back like any other
+    points.push_back(p);
+  }
+  PointPool pool(context, points, "test", 2);
+  // Out of input order, and one point twice: the pool runs what it is given.
+  const std::vector<std::size_t> added{3, 0, 4, 1, 2, 0};
+  for (std::size_t i : added) pool.add(i);
+  CHECK(pool.unfinished() == added.size());
+  pool.close();
+  CHECK_THROWS_AS(pool.add(1), InternalError);
+  std::vector<int> seen(points.size(), 0);
+  while (pool.unfinished() > 0)
+    for (const auto& [i, ev] : pool.finished(std::chrono::milliseconds(200))) {
+      REQUIRE(i < points.size());
+      ++seen[i];
+      const Evaluation alone = evaluate(context, points[i], "test");
+      CHECK(ev.row.ok() == alone.row.ok());
+      CHECK(ev.row.time == alone.row.time);
+      CHECK(ev.row.events == alone.row.events);
+    }
+  CHECK(seen == std::vector<int>{2, 1, 1, 1, 1});
+  CHECK(pool.finished(std::chrono::milliseconds(1)).empty());
+}
+
 TEST_CASE("a point's estimated cost grows with k and with an auto search", "[cli][sweep][mpi]") {
   const topo::Topology t = two_gpus_and_a_cpu();
   const topo::Router router(t);
