@@ -5,6 +5,7 @@
 #   bench/run.sh [build-dir]            (default: build/release)
 #   BIG=1 bench/run.sh [build-dir]      also the 131,072-GPU tree (~16 GiB)
 #   DETAIL=0 bench/run.sh [build-dir]   the targets table only
+#   FULL_SWEEP=1 bench/run.sh [build-dir]   the sweep speed-up row on the whole sweep
 #
 # Routing is ECMP, as the command line's default (bench_engine --routing shortest for the other),
 # except in the rows marked "shortest, symmetry".
@@ -87,6 +88,24 @@ sym=(--routing shortest --symmetry --repeat 1)
 # Inside one NVSwitch server every rotation fits: ring and direct run one rank for all eight.
 "$bench" --case "8-GPU sweep (dgx-h100), symmetry" --sweep --topology configs/dgx-h100.json \
   --chunks 8 --max-wall 0.001 --symmetry
+# Sweeps on threads (tools/sweep.hpp): the same points on one thread and on every core, the CSVs
+# compared but for wall_s. FULL_SWEEP=1: the whole sweep (12 sizes x k = 1..64 x 4
+# algorithms, 336 points, about 40 minutes on 2 cores) instead of 16 of its points.
+collsim=$build/tools/collsim
+if (($(nproc) < 2)); then
+  echo "run.sh: one core, so no sweep speed-up row" >&2
+elif [[ ! -x $collsim ]]; then
+  echo "run.sh: $collsim not found, so no sweep speed-up row; build it with: cmake --build $build --target collsim" >&2
+elif [[ ${FULL_SWEEP:-0} == 1 ]]; then
+  python3 bench/sweep_speedup.py "$collsim" \
+    "1024 GPUs (cluster-1024), sweep, ring/tree/rhd/hier, 1 MiB-2 GiB x2, k = 1-64" "$(nproc)" \
+    --topology configs/cluster-1024.json --algo ring,tree,rhd,hier --size 1MiB:2GiB:x2 \
+    --chunks 1,2,4,8,16,32,64
+else
+  python3 bench/sweep_speedup.py "$collsim" \
+    "1024 GPUs (cluster-1024), sweep, ring/tree/rhd/hier, 1 and 16 MiB, k = 1, 2" "$(nproc)" \
+    --topology configs/cluster-1024.json --algo ring,tree,rhd,hier --size 1MiB,16MiB --chunks 1,2
+fi
 if [[ ${BIG:-0} == 1 ]]; then
   "$bench" --case "131072 GPUs (cluster-131072), tree, 1 GiB, k = 8" \
     --topology "$(cluster 131072)" --algorithm tree --size 1GiB --chunks 8 --repeat 1 \
