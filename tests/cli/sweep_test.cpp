@@ -34,6 +34,17 @@ topo::Topology two_gpus_and_a_cpu() {
   return t;
 }
 
+// That machine, its router and a sweep context over both GPUs.
+struct Setup {
+  Setup() {
+    context.router = &router;
+    context.ranks = t.gpus();
+  }
+  const topo::Topology t = two_gpus_and_a_cpu();
+  const topo::Router router{t};
+  Context context;
+};
+
 }  // namespace
 
 TEST_CASE("auto searches k = 1 2 4 ... 64 within the element count", "[cli][sweep]") {
@@ -112,11 +123,8 @@ TEST_CASE("model terms summed batch by batch, as a streamed plan drops its ops, 
 
 TEST_CASE("requests check the size against the dtype and k against the element count",
           "[cli][sweep]") {
-  const topo::Topology t = two_gpus_and_a_cpu();
-  const topo::Router router(t);
-  Context context;
-  context.router = &router;
-  context.ranks = t.gpus();
+  const Setup setup;
+  const Context& context = setup.context;
   Point point;
   point.size = 6;  // 1.5 fp32 elements
   CHECK_THROWS_WITH(make_request(context, point, sched::Algorithm::ring, 1),
@@ -129,16 +137,13 @@ TEST_CASE("requests check the size against the dtype and k against the element c
                     Catch::Contains("only 2 GPUs"));
   point.nranks = 1;
   const auto request = make_request(context, point, sched::Algorithm::ring, 2);
-  CHECK(request.ranks == std::vector<topo::NodeId>{t.gpus()[0]});
+  CHECK(request.ranks == std::vector<topo::NodeId>{setup.t.gpus()[0]});
   CHECK(request.chunks == 2);
 }
 
 TEST_CASE("a failing point is a row with an error and not an exception", "[cli][sweep]") {
-  const topo::Topology t = two_gpus_and_a_cpu();
-  const topo::Router router(t);
-  Context context;
-  context.router = &router;
-  context.ranks = t.gpus();
+  const Setup setup;
+  const Context& context = setup.context;
   Point point;
   point.size = 8;
   point.chunks = 3;
@@ -152,11 +157,8 @@ TEST_CASE("a failing point is a row with an error and not an exception", "[cli][
 
 TEST_CASE("a point pool evaluates each point added once, and says when it is done",
           "[cli][sweep]") {
-  const topo::Topology t = two_gpus_and_a_cpu();
-  const topo::Router router(t);
-  Context context;
-  context.router = &router;
-  context.ranks = t.gpus();
+  const Setup setup;
+  const Context& context = setup.context;
   std::vector<Point> points;
   for (Bytes size : {Bytes{1024}, Bytes{8}, Bytes{65536}, Bytes{4096}, Bytes{1 << 20}}) {
     Point p;
@@ -186,11 +188,8 @@ TEST_CASE("a point pool evaluates each point added once, and says when it is don
 }
 
 TEST_CASE("a point's estimated cost grows with k and with an auto search", "[cli][sweep][mpi]") {
-  const topo::Topology t = two_gpus_and_a_cpu();
-  const topo::Router router(t);
-  Context context;
-  context.router = &router;
-  context.ranks = t.gpus();
+  const Setup setup;
+  const Context& context = setup.context;
   std::vector<Point> points;
   for (std::uint32_t k : {1u, 2u}) {
     Point p;
