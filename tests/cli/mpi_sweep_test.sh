@@ -79,6 +79,34 @@ grep -q '^rank 1: error: .*file not found' "$tmp/one_bad.err" || { cat "$tmp/one
 grep -q '^error: sweep: MPI rank 1 of 2 could not start' "$tmp/one_bad.err" || fail "rank 0 did not name rank 1"
 [ ! -s "$tmp/one_bad.out" ] || fail "a failed start wrote to stdout"
 
+# SIGINT to rank 1 alone, while it runs a point: that point stops, rank 1 asks for no more, and
+# rank 0 runs the rest (docs/cli.md, Ctrl-C). Three points of several seconds each; the signal
+# goes once rank 1 has used 2 s of CPU, which only a point takes.
+long=(sweep --topology configs/cluster-1024.json --algo ring --size 1MiB,2MiB,4MiB --chunks 8
+      --format csv --no-wall)
+"${launch[@]}" -n 2 "$collsim" "${long[@]}" >"$tmp/int.out" 2>"$tmp/int.err" </dev/null &
+job=$!
+rank1=""
+for _ in $(seq 600); do
+  for pid in $(pgrep -f "$collsim sweep" || true); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && rank1=$pid
+  done
+  if [ -n "$rank1" ] && [ -r "/proc/$rank1/stat" ]; then
+    ticks=$(awk '{print $14}' "/proc/$rank1/stat")
+    [ "$ticks" -lt $((2 * $(getconf CLK_TCK))) ] || break
+  fi
+  sleep 0.1
+done
+[ -n "$rank1" ] || fail "rank 1 of the interrupted sweep never started"
+kill -INT "$rank1"
+status=0
+wait "$job" || status=$?
+[ "$status" = 130 ] || { cat "$tmp/int.err" >&2; fail "SIGINT to rank 1: status $status, expected 130"; }
+grep -q '^collsim: interrupted (Ctrl-C): 2 of 3 points finished, 0 failed, 1 stopped' "$tmp/int.err" ||
+  { cat "$tmp/int.err" >&2; fail "SIGINT to rank 1: not 2 points finished and 1 stopped"; }
+[ "$(grep -c ',ring,cluster-1024,1024,[0-9]*,[0-9]*,fp32,8,,,,,$' "$tmp/int.out")" = 1 ] ||
+  { cat "$tmp/int.out" >&2; fail "SIGINT to rank 1: not exactly one row without numbers"; }
+
 # The mpirun examples in docs/cli.md run, from a folder that sees configs/ and tests/.
 mkdir "$tmp/docs"
 ln -s "$PWD/configs" "$PWD/tests" "$tmp/docs/"
@@ -99,4 +127,4 @@ while IFS= read -r line; do
 done < <(grep '^\$ mpirun ' docs/cli.md)
 [ "$examples" -gt 0 ] || fail "no mpirun example found in docs/cli.md"
 
-echo "mpirun -n 2 and -n 3 sweeps match the single-process output; $examples docs example(s) ran"
+echo "mpirun -n 2 and -n 3 sweeps match the single-process output; SIGINT to rank 1 left the rest to rank 0; $examples docs example(s) ran"
