@@ -191,20 +191,34 @@ void check(int status, const char* call) {
   }
 }
 
-// A result from another rank if one has arrived.
-std::optional<std::string> try_receive(int& source) {
+constexpr int kTagRequest = 3;
+constexpr int kTagPoints = 4;
+
+// A message with `tag` from rank `from` (MPI_ANY_SOURCE: any) if one has arrived, as a Buffer of
+// elements of `type`; `source` is set to its sender.
+template <typename Buffer>
+std::optional<Buffer> try_receive(int from, int tag, MPI_Datatype type, int& source) {
   int arrived = 0;
   MPI_Status status;
-  check(MPI_Iprobe(MPI_ANY_SOURCE, kTagResult, MPI_COMM_WORLD, &arrived, &status), "MPI_Iprobe");
+  check(MPI_Iprobe(from, tag, MPI_COMM_WORLD, &arrived, &status), "MPI_Iprobe");
   if (!arrived) return std::nullopt;
   int count = 0;
-  check(MPI_Get_count(&status, MPI_CHAR, &count), "MPI_Get_count");
-  std::string bytes(static_cast<std::size_t>(count), '\0');
+  check(MPI_Get_count(&status, type, &count), "MPI_Get_count");
+  Buffer buffer(static_cast<std::size_t>(count), {});
   source = status.MPI_SOURCE;
-  check(MPI_Recv(bytes.data(), count, MPI_CHAR, source, kTagResult, MPI_COMM_WORLD,
-                 MPI_STATUS_IGNORE),
+  check(MPI_Recv(buffer.data(), count, type, source, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
         "MPI_Recv");
-  return bytes;
+  return buffer;
+}
+
+// A rank's request for points (how many it wants; none when it was interrupted), if one has
+// arrived.
+std::optional<int> try_receive_request(int& source) {
+  const auto wanted = try_receive<std::vector<int>>(MPI_ANY_SOURCE, kTagRequest, MPI_INT, source);
+  if (!wanted) return std::nullopt;
+  if (wanted->size() != 1 || wanted->front() < 0)
+    throw InternalError(fmt::format("rank {} sent a malformed request for points", source));
+  return wanted->front();
 }
 
 // Completes a request, sleeping between tests.
@@ -215,38 +229,6 @@ void wait_politely(MPI_Request& request) {
     if (done) return;
     std::this_thread::sleep_for(kPollInterval);
   }
-}
-
-constexpr int kTagRequest = 3;
-constexpr int kTagPoints = 4;
-
-// A rank's request for points (how many it wants), if one has arrived.
-std::optional<int> try_receive_request(int& source) {
-  int arrived = 0;
-  MPI_Status status;
-  check(MPI_Iprobe(MPI_ANY_SOURCE, kTagRequest, MPI_COMM_WORLD, &arrived, &status), "MPI_Iprobe");
-  if (!arrived) return std::nullopt;
-  int wanted = 0;
-  source = status.MPI_SOURCE;
-  check(MPI_Recv(&wanted, 1, MPI_INT, source, kTagRequest, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-        "MPI_Recv");
-  if (wanted < 0) throw InternalError(fmt::format("rank {} asked for {} points", source, wanted));
-  return wanted;
-}
-
-// Rank 0's answer to a request, if it has arrived: point indices, none when no point is left.
-std::optional<std::vector<std::uint64_t>> try_receive_points() {
-  int arrived = 0;
-  MPI_Status status;
-  check(MPI_Iprobe(0, kTagPoints, MPI_COMM_WORLD, &arrived, &status), "MPI_Iprobe");
-  if (!arrived) return std::nullopt;
-  int count = 0;
-  check(MPI_Get_count(&status, MPI_UINT64_T, &count), "MPI_Get_count");
-  std::vector<std::uint64_t> batch(static_cast<std::size_t>(count));
-  check(
-      MPI_Recv(batch.data(), count, MPI_UINT64_T, 0, kTagPoints, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
-      "MPI_Recv");
-  return batch;
 }
 
 }  // namespace
@@ -399,7 +381,7 @@ void World::run_points(const Context& context, const std::vector<Point>& points,
       if (batch.empty()) ++closed;
       replies.send(std::move(batch), source);
     }
-    while (auto bytes = try_receive(source)) {
+    while (auto bytes = try_receive<std::string>(MPI_ANY_SOURCE, kTagResult, MPI_CHAR, source)) {
       std::size_t i = 0;
       Evaluation ev = decode(*bytes, i);
       if (i >= total || owner[i] != source || source == 0 || pending[i] || i < emitted)
@@ -430,6 +412,7 @@ void World::work_for_rank0(const Context& context, const std::vector<Point>& poi
   MPI_Request ask = MPI_REQUEST_NULL;
   bool asked = false;
   bool closed = false;
+  int sender = 0;  // always rank 0
   for (;;) {
     if (!closed && !asked && pool.unfinished() < depth) {
       // Interrupted (SIGINT to this rank): the points it runs stop, and it asks for none, so that
@@ -441,7 +424,8 @@ void World::work_for_rank0(const Context& context, const std::vector<Point>& poi
       asked = true;
     }
     if (asked) {
-      if (auto batch = try_receive_points()) {
+      if (auto batch =
+              try_receive<std::vector<std::uint64_t>>(0, kTagPoints, MPI_UINT64_T, sender)) {
         wait_politely(ask);  // rank 0 has answered, so it has the request
         asked = false;
         for (const std::uint64_t i : *batch) {
