@@ -370,6 +370,10 @@ std::vector<std::size_t> Dispenser::take(std::size_t wanted) {
   return batch;
 }
 
+std::vector<std::size_t> start_order(const std::vector<double>& costs) {
+  return Dispenser(costs, 1).take(costs.size());
+}
+
 PointPool::PointPool(const Context& context, const std::vector<Point>& points,
                      std::string topology_name, unsigned threads)
     : context_(context), points_(points), topology_name_(std::move(topology_name)) {
@@ -446,9 +450,11 @@ void run_points(const Context& context, const std::vector<Point>& points,
                 const std::function<void(std::size_t, const Evaluation&)>& emit,
                 const std::function<void(std::size_t, std::size_t)>& progress) {
   const std::size_t total = points.size();
-  PointPool pool(context, points, topology_name,
-                 static_cast<unsigned>(std::min<std::size_t>(std::max(1u, jobs), total)));
-  for (std::size_t i = 0; i < total; ++i) pool.add(i);
+  const auto threads = static_cast<unsigned>(std::min<std::size_t>(std::max(1u, jobs), total));
+  PointPool pool(context, points, topology_name, threads);
+  for (std::size_t i : start_order(threads > 1 ? estimated_costs(context, points)
+                                               : std::vector<double>(total, 1.0)))
+    pool.add(i);
   pool.close();
   // Rows go out in input order as soon as their prefix is done, so that a long sweep streams its
   // results.

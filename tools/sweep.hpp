@@ -160,7 +160,9 @@ class PointPool {
 };
 
 // Evaluates `points` on `jobs` threads and calls `emit` from the calling thread, in input order,
-// as soon as every earlier point is done. `progress` (may be empty) gets (done, total).
+// as soon as every earlier point is done. On one thread the points run in input order, so that
+// rows stream as they finish; on several they start heaviest first (start_order), so that the
+// sweep does not end with one thread on a long point while the others wait. `progress` (may be empty) gets (done, total).
 void run_points(const Context& context, const std::vector<Point>& points,
                 const std::string& topology_name, unsigned jobs,
                 const std::function<void(std::size_t, const Evaluation&)>& emit,
@@ -170,6 +172,10 @@ void run_points(const Context& context, const std::vector<Point>& points,
 // k) the point will simulate, summed over an auto search, plus one, so that a point refused at
 // once still counts.
 std::vector<double> estimated_costs(const Context& context, const std::vector<Point>& points);
+
+// The points by estimated cost, heaviest first, equal costs in input order: the order in which a
+// sweep on several threads starts them.
+std::vector<std::size_t> start_order(const std::vector<double>& costs);
 
 // Hands a sweep's points out on demand to `parts` workers (threads, over all processes), heaviest
 // first by estimated cost and equal costs in input order, so that the longest points start first

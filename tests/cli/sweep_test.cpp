@@ -218,6 +218,10 @@ TEST_CASE("points are handed out heaviest first, each once", "[cli][sweep][mpi]"
   CHECK(d.left() == 0);
   Dispenser none({}, 4);
   CHECK(none.take(3).empty());
+  // A sweep on several threads of one process starts them in the same order, all at once.
+  CHECK(start_order({1, 3, 2, 3}) == std::vector<std::size_t>{1, 3, 2, 0});
+  CHECK(start_order({1, 1, 1}) == std::vector<std::size_t>{0, 1, 2});
+  CHECK(start_order({}).empty());
 }
 
 TEST_CASE("light points travel in batches that shrink as the sweep ends", "[cli][sweep][mpi]") {
