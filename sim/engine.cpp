@@ -466,17 +466,21 @@ bool Engine::add_records(OpId from, OpId n) {
                               describe(q), plan_.partner(q)));
         continue;
       }
-      if (plan_.kind(q) != (k == OpKind::send ? OpKind::recv : OpKind::send)) {
-        error(op, fmt::format("is matched with {}, which is not a {}", describe(q), other));
-        continue;
+      // The pair's kinds, ends and sizes are checked once, from the end with the lower id: the
+      // other end, already known to name this one back, has nothing new to find.
+      if (q >= op) {
+        if (plan_.kind(q) != (k == OpKind::send ? OpKind::recv : OpKind::send)) {
+          error(op, fmt::format("is matched with {}, which is not a {}", describe(q), other));
+          continue;
+        }
+        if (!(k == OpKind::send ? ends_agree(op, q) : ends_agree(q, op)))
+          error(op,
+                fmt::format("is matched with {}, but their ranks and peers disagree", describe(q)));
+        if (bytes != plan_.bytes(q))
+          error(op, fmt::format("moves {} bytes but its matched {} moves {} bytes; both ends of a "
+                                "transfer must agree",
+                                bytes, describe(q), plan_.bytes(q)));
       }
-      if (!(k == OpKind::send ? ends_agree(op, q) : ends_agree(q, op)))
-        error(op,
-              fmt::format("is matched with {}, but their ranks and peers disagree", describe(q)));
-      if (bytes != plan_.bytes(q))
-        error(op, fmt::format("moves {} bytes but its matched {} moves {} bytes; both ends of a "
-                              "transfer must agree",
-                              bytes, describe(q), plan_.bytes(q)));
       const auto buffer = k == OpKind::send ? plan_.src(op).buffer : plan_.dst(op).buffer;
       if (sched::memory_of(buffer) == Memory::host && host_missing())
         error(op, fmt::format("uses host memory, but GPU '{}' reaches no CPU; connect a CPU to it "

@@ -56,6 +56,35 @@ TEST_CASE("matched ends that disagree on bytes are an input error", "[sim][error
   CHECK_THAT(message_of(router, plan), Contains("100 bytes") && Contains("200 bytes"));
 }
 
+TEST_CASE("a transfer's ends are checked against each other once, whichever comes first",
+          "[sim][errors]") {
+  Pair2 p;
+  topo::Router router(p.t);
+  const auto count = [](const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  for (const bool recv_first : {false, true}) {
+    INFO("recv first: " << recv_first);
+    const auto plan_of = [&](const sched::Op& send, const sched::Op& recv) {
+      sched::Plan plan;
+      plan.rank_gpu = {0, 1};
+      const auto r0 = recv_first ? plan.add(recv) : 0;
+      const auto s = plan.add(send);
+      const auto r = recv_first ? r0 : plan.add(recv);
+      plan.match(s, r);
+      return plan;
+    };
+    const std::string bytes = message_of(router, plan_of(send_op(0, 1, 100), recv_op(1, 0, 200)));
+    CHECK(count(bytes, "both ends of a transfer must agree") == 1);
+    const std::string ends = message_of(router, plan_of(send_op(0, 1, 100), recv_op(1, 1, 100)));
+    CHECK(count(ends, "their ranks and peers disagree") == 1);
+    const std::string kinds = message_of(router, plan_of(send_op(0, 1, 100), send_op(1, 0, 100)));
+    CHECK(count(kinds, "which is not a") == 1);
+  }
+}
+
 TEST_CASE("a rank bound to something other than a GPU is an input error", "[sim][errors]") {
   Pair2 p;
   topo::Router router(p.t);
