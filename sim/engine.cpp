@@ -1266,7 +1266,8 @@ void Engine::advance() {
       stop_ = StopReason::cancelled;
       return;
     }
-    if ((events_ & kProgressEvery) == 0 && options_.progress) options_.progress(events_, now_);
+    if ((events_ & kProgressEvery) == 0 && options_.progress)
+      options_.progress(RunProgress{events_, now_, done_, last_batch_ ? registered_ : 0});
     if (stale_events_ > kMinSweep && stale_events_ > queue_.size() / 2) {
       queue_.remove_if(
           [&](const Event& ev) {

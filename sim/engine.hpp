@@ -43,6 +43,14 @@ struct BackgroundFlow {
   double start = 0;
 };
 
+// How far a run has got, for a progress display.
+struct RunProgress {
+  std::uint64_t events = 0;
+  double now = 0;  // simulated seconds reached
+  std::uint64_t ops_done = 0;
+  std::uint64_t ops_total = 0;  // 0 while a streamed plan is still being generated
+};
+
 struct Options {
   std::vector<CapacityTrace> capacity;
   std::vector<BackgroundFlow> background;
@@ -52,9 +60,8 @@ struct Options {
   std::uint64_t max_events = 0;
   double max_time = kUnlimited;               // simulated seconds
   const std::atomic<bool>* cancel = nullptr;  // polled after every event
-  // Called every 2^16 events with the events so far and the simulated time reached, for a
-  // progress display on long runs; may be empty.
-  std::function<void(std::uint64_t events, double now)> progress;
+  // Called every 2^16 events, for a progress display on long runs; may be empty.
+  std::function<void(const RunProgress&)> progress;
   std::string plan_file;  // names the plan in error messages; may be empty
   // Re-share arrivals and departures by region (sim/flow_model.hpp); off, by whole component.
   // The same rates to 1e-9 either way: off is for tests and measurements.

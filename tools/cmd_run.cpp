@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -359,10 +360,29 @@ void run_command(const RunOptions& o) {
   // Long simulations (millions of events) say how far they are; short ones never draw.
   Progress progress(stderr, o.progress || Progress::stderr_is_terminal());
   std::mutex progress_mutex;
-  context.progress = [&](std::string_view what, std::uint64_t events, double now) {
+  // The time left is the time this (algorithm, k) has taken per share of its ops so far, from
+  // its first report on: an auto search runs several, and a whole plan is generated first.
+  std::string shown;
+  std::chrono::steady_clock::time_point first_report;
+  double first_fraction = 0;
+  context.progress = [&](const SimulationProgress& p) {
     const std::lock_guard lock(progress_mutex);
-    progress.status(fmt::format("{}: {:.1f} M events, simulated {}", what, 1e-6 * events,
-                                format_duration(now)));
+    const auto now = std::chrono::steady_clock::now();
+    if (p.what != shown) {
+      shown = p.what;
+      first_report = now;
+      first_fraction = p.fraction;
+    }
+    const std::string text =
+        fmt::format("{}: {}{:.1f} M events, simulated {}", p.what,
+                    p.fraction >= 0 ? fmt::format("{:.0f} %, ", 100 * p.fraction) : "",
+                    1e-6 * static_cast<double>(p.at.events), format_duration(p.at.now));
+    double left = -1;
+    if (p.fraction > first_fraction) {
+      const double spent = std::chrono::duration<double>(now - first_report).count();
+      left = spent * (1 - p.fraction) / (p.fraction - first_fraction);
+    }
+    progress.status(text, left);
   };
 
   Evaluation ev;

@@ -50,7 +50,7 @@ void Progress::update(std::size_t done, std::size_t total) {
   std::fflush(out_);
 }
 
-void Progress::status(std::string_view text) {
+void Progress::status(std::string_view text, double left_seconds) {
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
   // Work that ends within a second never draws: the line would only flicker.
@@ -59,7 +59,9 @@ void Progress::status(std::string_view text) {
   last_draw_ = now;
   drawn_ = true;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  fmt::print(out_, "\r{:<{}}", fmt::format("{}, {} elapsed", text, clock_text(elapsed)),
+  const std::string left =
+      left_seconds >= 0 ? fmt::format(", about {} left", clock_text(left_seconds)) : "";
+  fmt::print(out_, "\r{:<{}}", fmt::format("{}, {} elapsed{}", text, clock_text(elapsed), left),
              kLineWidth);
   std::fflush(out_);
 }

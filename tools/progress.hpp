@@ -13,9 +13,10 @@ class Progress {
   Progress(std::FILE* out, bool enabled);
   // Redraws at most a few times a second, and always for the last point.
   void update(std::size_t done, std::size_t total);
-  // A line of free text with the elapsed time, for work whose total is unknown: drawn once the
-  // work has taken a second, then at most a few times a second.
-  void status(std::string_view text);
+  // A line of free text with the elapsed time, and the time left where the caller can tell
+  // (`left_seconds` >= 0): drawn once the work has taken a second, then at most a few times a
+  // second.
+  void status(std::string_view text, double left_seconds = -1);
   // Ends the line so that later messages start on their own.
   void finish();
   // Wipes the bar (it is redrawn by the next update), so that rows printed to the same terminal

@@ -39,18 +39,33 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   check_request_memory(context, request, streamed);
   sim::Options options;
   options.cancel = context.cancel;
-  if (context.progress) {
-    const std::string what = fmt::format("{} {} k={}", sched::to_string(algorithm),
-                                         sched::to_string(point.collective), chunks);
-    options.progress = [&context, what](std::uint64_t events, double now) {
-      context.progress(what, events, now);
-    };
-  }
   sched::Plan plan;
   ModelTermsSum terms(*context.router);
   // The model terms read every rank's ops, which a run of one rank per orbit does not build.
   const bool symmetric = context.symmetry && !context.model_terms;
   options.rank_symmetry = symmetric;
+  if (context.progress) {
+    const std::string what = fmt::format("{} {} k={}", sched::to_string(algorithm),
+                                         sched::to_string(point.collective), chunks);
+    // A streamed plan's op count is known only once it is generated: until then the estimate
+    // stands in. A run of one rank per orbit holds fewer ops than it counts, and waits.
+    double expected = 0;
+    if (streamed && !symmetric) {
+      const topo::Topology& topology = context.router->topology();
+      expected = estimate(request.collective, request.algorithm, request.ranks.size(),
+                          request.chunks, count_servers(topology, request.ranks),
+                          staged_transfers(topology, request.ranks), true)
+                     .ops;
+    }
+    options.progress = [&context, what, expected](const sim::RunProgress& at) {
+      double fraction = -1;
+      if (at.ops_total > 0)
+        fraction = static_cast<double>(at.ops_done) / static_cast<double>(at.ops_total);
+      else if (expected > 0)
+        fraction = std::min(0.99, static_cast<double>(at.ops_done) / expected);
+      context.progress(SimulationProgress{what, at, fraction});
+    };
+  }
   const sim::Result result = symmetric ? sim::simulate(*context.router, request, options)
                                        : sim::simulate_streaming(
                                              *context.router, plan,

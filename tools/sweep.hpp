@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "schedules/generate.hpp"
+#include "sim/engine.hpp"
 #include "tools/report.hpp"
 #include "tools/resource_guard.hpp"
 #include "tools/value_lists.hpp"
@@ -33,6 +34,16 @@ struct Point {
   sched::DType dtype = sched::DType::fp32;
   std::uint32_t chunks = 1;  // kAutoChunks: search k in 1, 2, 4, ..., 64
   std::uint32_t nranks = 0;  // the first n of the selected ranks; 0 means all of them
+};
+
+// What the progress line of one simulation shows.
+struct SimulationProgress {
+  std::string_view what;  // the algorithm, the collective and k
+  sim::RunProgress at;
+  // The share of the plan's ops done: exact once the whole plan is known; while a streamed plan
+  // is still being generated, against resource_guard's estimate of its op count (an upper
+  // bound, so the share may run low), and never above 0.99; negative when unknown.
+  double fraction = -1;
 };
 
 // What every point shares, read-only.
@@ -56,9 +67,9 @@ struct Context {
   // them would not fit in `max_memory` bytes; 0 turns the check off.
   std::uint64_t max_memory = 0;
   unsigned concurrent = 1;
-  // Called from the engine every 2^16 events of a simulation (`what` names the algorithm and k);
-  // may be called from several threads at once. Empty: no progress.
-  std::function<void(std::string_view what, std::uint64_t events, double now)> progress;
+  // Called from the engine every 2^16 events of a simulation; may be called from several threads
+  // at once. Empty: no progress.
+  std::function<void(const SimulationProgress&)> progress;
 };
 
 // The α-β terms of a plan, without overlap or contention: for each rank the bytes it copies over
@@ -162,7 +173,8 @@ class PointPool {
 // Evaluates `points` on `jobs` threads and calls `emit` from the calling thread, in input order,
 // as soon as every earlier point is done. On one thread the points run in input order, so that
 // rows stream as they finish; on several they start heaviest first (start_order), so that the
-// sweep does not end with one thread on a long point while the others wait. `progress` (may be empty) gets (done, total).
+// sweep does not end with one thread on a long point while the others wait. `progress` (may be
+// empty) gets (done, total).
 void run_points(const Context& context, const std::vector<Point>& points,
                 const std::string& topology_name, unsigned jobs,
                 const std::function<void(std::size_t, const Evaluation&)>& emit,

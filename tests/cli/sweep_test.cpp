@@ -247,3 +247,44 @@ TEST_CASE("light points travel in batches that shrink as the sweep ends", "[cli]
   Dispenser heavy({100, 1, 1, 1}, 2);
   CHECK(heavy.take(1) == std::vector<std::size_t>{0});
 }
+
+TEST_CASE("a simulation's progress says what share of its ops is done", "[cli][sweep]") {
+  // 64 ranks of the cluster: past 2^16 events, so the engine reports.
+  const topo::Topology t =
+      topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/cluster-1024.json");
+  const topo::Router router(t);
+  Context context;
+  context.router = &router;
+  context.ranks.assign(t.gpus().begin(), t.gpus().begin() + 64);
+  std::vector<std::pair<std::string, SimulationProgress>> seen;
+  context.progress = [&](const SimulationProgress& p) { seen.emplace_back(p.what, p); };
+  for (sched::Algorithm algo : {sched::Algorithm::ring, sched::Algorithm::tree}) {
+    seen.clear();
+    Point point;
+    point.algo = algo;
+    point.size = 64 << 20;
+    point.chunks = algo == sched::Algorithm::ring ? 8 : 256;
+    const Evaluation ev = evaluate_or_throw(context, point, "cluster");
+    INFO(ev.row.algo);
+    REQUIRE(seen.size() >= 2);
+    for (std::size_t i = 0; i < seen.size(); ++i) {
+      const SimulationProgress& p = seen[i].second;
+      CHECK_THAT(seen[i].first, Catch::Contains(ev.row.algo + " allreduce k="));
+      CHECK(p.at.ops_done <= (p.at.ops_total > 0 ? p.at.ops_total : p.at.ops_done));
+      CHECK(p.fraction > 0);
+      CHECK(p.fraction < 1);
+      if (i > 0) CHECK(p.fraction >= seen[i - 1].second.fraction);
+    }
+    if (algo == sched::Algorithm::tree) {
+      // A whole plan: the share is exact from the first report on.
+      for (const auto& [what, p] : seen)
+        CHECK(p.fraction ==
+              static_cast<double>(p.at.ops_done) / static_cast<double>(p.at.ops_total));
+    } else {
+      // Streamed: against the estimate while generated (at most 0.99), exact once it is whole.
+      CHECK(seen.front().second.at.ops_total == 0);
+      for (const auto& [what, p] : seen)
+        if (p.at.ops_total == 0) CHECK(p.fraction <= 0.99);
+    }
+  }
+}

@@ -245,21 +245,26 @@ TEST_CASE("limits stop a run early and say why", "[sim]") {
   CHECK(r.stop == sim::StopReason::cancelled);
 }
 
-TEST_CASE("a progress callback sees every 2^16th event and the time reached", "[sim]") {
+TEST_CASE("a progress callback sees every 2^16th event, the time reached and the ops done",
+          "[sim]") {
   TwoGpus t(1e9, 0);
   topo::Router router(t.topology);
   auto plan = t.plan();
-  for (int i = 0; i < 150000; ++i) plan.add(timed_op(OpKind::delay, 0, 1e-3));
-  std::vector<std::pair<std::uint64_t, double>> calls;
+  const std::uint64_t n = 150000;
+  for (std::uint64_t i = 0; i < n; ++i) plan.add(timed_op(OpKind::delay, 0, 1e-3));
+  std::vector<sim::RunProgress> calls;
   sim::Options o;
-  o.progress = [&](std::uint64_t events, double now) { calls.emplace_back(events, now); };
+  o.progress = [&](const sim::RunProgress& at) { calls.push_back(at); };
   const auto r = sim::simulate(router, plan, o);
-  REQUIRE(r.events >= 150000);
+  REQUIRE(r.events >= n);
   REQUIRE(calls.size() == r.events / 65536);
   for (std::size_t i = 0; i < calls.size(); ++i) {
-    CHECK(calls[i].first == (i + 1) * 65536);
-    CHECK(calls[i].second <= r.time);
-    if (i > 0) CHECK(calls[i].second > calls[i - 1].second);
+    CHECK(calls[i].events == (i + 1) * 65536);
+    CHECK(calls[i].now <= r.time);
+    CHECK(calls[i].ops_total == n);  // the whole plan, known from the start
+    // One event per delay op: the op an event ends is counted done when its callback comes.
+    CHECK(calls[i].ops_done == calls[i].events);
+    if (i > 0) CHECK(calls[i].now > calls[i - 1].now);
   }
   // The same run without the callback ends the same way.
   const auto quiet = sim::simulate(router, plan);

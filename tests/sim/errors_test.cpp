@@ -258,7 +258,7 @@ void build_wrapping(sched::Plan& plan, const std::function<void()>& batch) {
   plan.add(timed_op(OpKind::delay, 1, 0.25, 0));
   plan.add(timed_op(OpKind::delay, 1, 1e-6, 2));
   batch();
-  add_transfer(plan, 0, 1, Bytes{5} << 30);  // 5 GiB: more than an op record holds
+  add_transfer(plan, 0, 1, Bytes{5} << 30);             // 5 GiB: more than an op record holds
   plan.add(timed_op(OpKind::delay, 0, 10.0, 1), {d0});  // the run's last op
   plan.add(timed_op(OpKind::delay, 1, 1e-6, 2));
   batch();
