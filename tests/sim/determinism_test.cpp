@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 
 #include "sim/engine.hpp"
@@ -63,4 +64,15 @@ TEST_CASE("two runs of the same inputs are identical", "[sim][determinism]") {
   for (std::size_t i = 0; i < a.ops.size(); ++i)
     same = same && std::memcmp(&a.ops[i], &b.ops[i], sizeof(sim::OpTiming)) == 0;
   CHECK(same);
+}
+
+TEST_CASE("the build rounds a * b + c twice, as written, on every target", "[sim][determinism]") {
+  // A fused multiply-add rounds once: (1 + 2^-30)(1 - 2^-30) - 1 is then -2^-60, not 0. Builds
+  // that fused (aarch64, or x86-64 with -march=native) would give other simulated times in the
+  // last digits; CMakeLists.txt turns fusing off for all project code.
+  volatile double a = 1 + std::ldexp(1.0, -30);
+  volatile double b = 1 - std::ldexp(1.0, -30);
+  volatile double c = -1;
+  const double x = a, y = b, z = c;
+  CHECK(x * y + z == 0.0);
 }
