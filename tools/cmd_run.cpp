@@ -378,7 +378,7 @@ void run_command(const RunOptions& o) {
                     p.fraction >= 0 ? fmt::format("{:.0f} %, ", 100 * p.fraction) : "",
                     1e-6 * static_cast<double>(p.at.events), format_duration(p.at.now));
     double left = -1;
-    if (p.fraction > first_fraction) {
+    if (first_fraction >= 0 && p.fraction > first_fraction) {
       const double spent = std::chrono::duration<double>(now - first_report).count();
       left = spent * (1 - p.fraction) / (p.fraction - first_fraction);
     }
