@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "schedules/ring_column.hpp"
+#include "sim/copy_engines.hpp"
 #include "sim/event_queue.hpp"
 #include "sim/flow_model.hpp"
 #include "sim/keyed_heap.hpp"
@@ -62,22 +63,6 @@ struct RouteKeyHash {
     h ^= k.flow_key + 0x7F4A7C159E3779B9ull + (h << 6) + (h >> 2);
     return static_cast<std::size_t>(h);
   }
-};
-
-struct WaitingCopy {
-  OpId op;
-  double since;
-};
-
-// Per-GPU copy engines: a counter and a FIFO of copies waiting in readiness order.
-struct CopyEngines {
-  std::uint32_t total = 0;  // 0: unlimited
-  std::uint32_t free = 0;
-  std::vector<WaitingCopy> queue;
-  std::size_t head = 0;
-  double busy = 0;
-  double max_wait = 0;
-  bool used = false;
 };
 
 class Engine {
@@ -189,7 +174,15 @@ class Engine {
   }
   // Queues the release instead when the edge pays an event latency.
   [[gnu::noinline]] bool delay_release(OpId from, OpId to);
-  void release_engine(OpId op, double held_since);
+  // Copy engines are handed out when the instant has no other event left: a copy_grant event
+  // queued at the first copy that waits or engine that frees puts itself back at the end of the
+  // instant until then. An event rather than a check in the loop, which runs without copies too.
+  void queue_grant() {
+    if (grant_queued_) return;
+    grant_queued_ = true;
+    queue_.push(now_, EventKind::copy_grant, 0);
+  }
+  [[gnu::noinline]] void copy_grant();
   FlowId new_flow(Owner owner, std::uint32_t index, double bytes);
   void launch(FlowId f, double latency);
   void schedule_rescheduled();
@@ -304,6 +297,7 @@ class Engine {
   std::vector<double> rank_alpha_, rank_launch_, rank_event_;
   std::vector<ResourceId> rank_memory_;
   bool event_latency_ = false;      // some rank's is non-zero
+  bool grant_queued_ = false;       // a copy_grant event is queued
   bool share_per_instant_ = false;  // Options::share_per_instant, unless copies may queue
   bool track_ = false;
 
@@ -337,7 +331,7 @@ class Engine {
   // ask the model, which keeps the count, rather than divide this vector's byte size.
   HugeVector<FlowInfo> flow_info_;
 
-  std::vector<CopyEngines> engines_;  // by NodeId
+  CopyEngines copies_;
   struct AppliedChange {
     ResourceId resource;
     double bandwidth;
@@ -777,21 +771,12 @@ void Engine::ready(OpId op) {
         start_transfer(q, op);
       return;
     }
-    case OpKind::copy: {
-      if (r.copy != CopyKind::host) {
-        CopyEngines& ce = engines_[plan_.rank_gpu[rank]];
-        ce.used = true;
-        if (ce.total != 0) {
-          if (ce.free == 0) {
-            ce.queue.push_back(WaitingCopy{op, now_});
-            return;
-          }
-          --ce.free;
-        }
-      }
-      start_copy(op);
+    case OpKind::copy:
+      if (r.copy == CopyKind::host || copies_.arrive(plan_.rank_gpu[rank], op, now_))
+        start_copy(op);
+      else
+        queue_grant();
       return;
-    }
     case OpKind::reduce: {
       set_state(op, OpState::running);
       if (track_) {
@@ -869,22 +854,13 @@ void Engine::start_copy(OpId op) {
   launch(f, latency);
 }
 
-void Engine::release_engine(OpId op, double held_since) {
-  const NodeId gpu = plan_.rank_gpu[rec(op).rank];
-  CopyEngines& ce = engines_[gpu];
-  ce.busy += now_ - held_since;
-  if (ce.total == 0) return;
-  if (ce.head < ce.queue.size()) {
-    const WaitingCopy next = ce.queue[ce.head++];
-    if (ce.head == ce.queue.size()) {
-      ce.queue.clear();
-      ce.head = 0;
-    }
-    ce.max_wait = std::max(ce.max_wait, now_ - next.since);
-    start_copy(next.op);  // the engine passes straight to the next copy in line
-  } else {
-    ++ce.free;
+void Engine::copy_grant() {
+  if (!no_events() && next_time() == now_) {
+    queue_.push(now_, EventKind::copy_grant, 0);  // behind the events the instant still has
+    return;
   }
+  grant_queued_ = false;
+  copies_.grant(now_, [this](OpId op) { start_copy(op); });
 }
 
 void Engine::complete(OpId op) {
@@ -939,7 +915,10 @@ void Engine::flow_done(FlowId f) {
       complete(rec(index).partner);
       break;
     case Owner::copy:
-      if (rec(index).copy != CopyKind::host) release_engine(index, info.start);
+      if (rec(index).copy != CopyKind::host) {
+        copies_.release(plan_.rank_gpu[rec(index).rank], info.start, now_);
+        if (copies_.pending()) queue_grant();
+      }
       complete(index);
       break;
     case Owner::reduce:
@@ -1058,11 +1037,7 @@ Result Engine::collect(StopReason stop) {
       u.utilisation = cap < kUnlimited && cap > 0 ? bytes / (cap * r.time) : busy / r.time;
     r.resources.push_back(u);
   }
-  for (NodeId g = 0; g < engines_.size(); ++g) {
-    const CopyEngines& ce = engines_[g];
-    if (!ce.used) continue;
-    r.copy_engines.push_back(CopyEngineUsage{g, ce.total, ce.busy, ce.max_wait});
-  }
+  r.copy_engines = copies_.usage();
   r.background_end = background_end_;
   if (options_.record_ops) r.ops = std::move(timing_);
   return r;
@@ -1100,9 +1075,7 @@ void Engine::setup() {
   flows_.report_touched(observer_ != nullptr);
   flows_.local_regions(options_.sharing_regions);
   flows_.set_deferred(options_.share_per_instant);
-  engines_.assign(topo_.num_nodes(), CopyEngines{});
-  for (NodeId g = 0; g < topo_.num_nodes(); ++g)
-    engines_[g].total = engines_[g].free = topo_.node(g).copy_engines;
+  copies_.reset(topo_);
 
   // Capacity changes and background flows are events like any other; ties with plan events at
   // the same time go in the order given, after the plan's initial ops.
@@ -1168,10 +1141,11 @@ void Engine::add_ops() {
   }
   share_routes();
   if (share_per_instant_ && queues) {
-    // Copies that may queue for a copy engine are served in the order they become ready, which
-    // within an instant is the order its events run in; re-sharing once per instant moves
-    // completion events within their instant, and so could change who waits. Such runs
-    // re-share after every change, as they always did.
+    // Re-sharing once per instant computes the same rates in another order, so they can differ
+    // in the last digits; where copies queue for copy engines, a copy that ties with another in
+    // exact arithmetic but not in floating point can then be served before instead of after it,
+    // which moves the run by whole percents (docs/cost-model.md, "Copy engines"). Such runs
+    // re-share after every change, as they always did, so that their results stay put.
     share_per_instant_ = false;
     share_pending();
     flows_.set_deferred(false);
@@ -1226,8 +1200,14 @@ void Engine::advance() {
       return;
     }
     now_ = e.time();
+    if (kind == EventKind::copy_grant) {
+      copy_grant();  // not an event of the plan: not counted
+      continue;
+    }
     ++events_;
     switch (kind) {
+      case EventKind::copy_grant:  // run above
+        break;
       case EventKind::op_done:
         complete(e.id);
         break;

@@ -34,7 +34,8 @@ enum class EventKind : std::uint8_t {
   flow_done,         // id = flow: the flow has drained
   capacity_change,   // id = index of the change in the engine's flattened capacity list
   background_start,  // id = index of the background flow
-  release            // id = op: one of its predecessors is now seen from its stream (event latency)
+  release,           // id = op: one of its predecessors is now seen from its stream (event latency)
+  copy_grant         // none: copy engines are handed out once the instant has no other event
 };
 
 struct Event {

@@ -96,11 +96,12 @@ TEST_CASE("re-sharing once per instant gives the runs of re-sharing after every 
 }
 
 TEST_CASE("runs whose copies queue for copy engines re-share after every change", "[model]") {
-  // Copy engines serve copies in the order they become ready, which within an instant is the
-  // order its events run in. Re-sharing once per instant moves completion events within their
-  // instant, so the engine keeps it off where copies may queue: on the T4 box, which stages
-  // every transfer through host memory, the two settings must give the same run to the bit.
-  // (With it on, the direct allreduce of 16 MiB at k = 16 came out 7.7 % slower.)
+  // Copy engines serve copies in the order they become ready. Re-sharing once per instant
+  // computes the same rates in another order, and a copy that ties with another in exact
+  // arithmetic but not in the last bit is then served in another order, so the engine keeps it
+  // off where copies may queue: on the T4 box, which stages every transfer through host memory,
+  // the two settings must give the same run to the bit. (With it on, the direct allreduce at
+  // k = 16 came out up to 7.5 % slower.)
   const topo::Topology t =
       topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/t4x4-pcie.json");
   const topo::Router router(t);

@@ -211,6 +211,40 @@ TEST_CASE("copy-engine limits serialise copies", "[sim][contention]") {
   }
 }
 
+TEST_CASE("copies that become ready at one instant get engines in plan order, not event order",
+          "[sim][contention]") {
+  // One engine, d2h copies of s at P = 10 GB/s (0.1 s each). Both copies become ready at 0.5:
+  //   op 0, op 1: delays of 0.25 (stream 0), op 2: copy A after them
+  //   op 3: delay 0.5 (stream 1),             op 4: copy B after it
+  // The event that readies B was queued at 0 and the one that readies A at 0.25, so B's runs
+  // first; the engine still goes to A, the earlier op: A runs [0.5, 0.6], B [0.6, 0.7].
+  topo::Topology t;
+  const auto g = add_gpu(t, "gpu0");
+  const auto c = add_node(t, "cpu0", topo::NodeKind::cpu);
+  t.node(g).copy_engines = 1;
+  add_duplex(t, g, c, 10e9, 0, topo::LinkKind::pcie);
+  topo::finalize(t);
+  topo::Router router(t);
+  sched::Plan plan;
+  plan.rank_gpu = {g};
+  const Bytes s = 1'000'000'000;
+  plan.add(timed_op(OpKind::delay, 0, 0.25, 0));
+  plan.add(timed_op(OpKind::delay, 0, 0.25, 0));
+  const auto a = plan.add(copy_op(0, BufferId::input, BufferId::host, s, 0));
+  plan.add(timed_op(OpKind::delay, 0, 0.5, 1));
+  const auto b = plan.add(copy_op(0, BufferId::input, BufferId::host, s, 1));
+  sim::Options o;
+  o.record_ops = true;
+  const auto r = sim::simulate(router, plan, o);
+  REQUIRE(r.ops[a].ready == 0.5);
+  REQUIRE(r.ops[b].ready == 0.5);
+  CHECK(r.ops[a].start == 0.5);
+  CHECK(r.ops[b].start == Approx(0.6).epsilon(1e-12));
+  CHECK(r.time == Approx(0.7).epsilon(1e-12));
+  REQUIRE(r.copy_engines.size() == 1);
+  CHECK(r.copy_engines[0].max_wait == Approx(0.1).epsilon(1e-12));
+}
+
 TEST_CASE("host memcpy drains at the CPU's memcpy bandwidth", "[sim][contention]") {
   topo::Topology t;
   const auto g = add_gpu(t, "gpu0");
