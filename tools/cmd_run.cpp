@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "tools/bottlenecks.hpp"
 #include "tools/commands.hpp"
 #include "tools/exit_codes.hpp"
 #include "tools/mpi_sweep.hpp"
@@ -47,6 +48,8 @@ struct RunOptions {
   std::string routing = "ecmp";
   std::string host_memory = "pinned";
   std::string trace;
+  std::size_t bottlenecks = 0;  // run --bottlenecks; 0: none
+  bool bottlenecks_given = false;
   std::string format = "table";
   std::string out;
   std::string csv;
@@ -331,6 +334,10 @@ std::vector<std::string> auto_notes(const Evaluation& ev) {
 
 void run_command(const RunOptions& o) {
   const Format format = parse_format(o.format, "--format");
+  if (o.bottlenecks_given && o.bottlenecks == 0)
+    throw InputError("", "--bottlenecks",
+                     "expected how many resources to list, at least 1; leave the option out for "
+                     "no list");
   Point point;
   point.collective =
       single(parse_collective_list(o.collective, "--collective"), "--collective", o.collective);
@@ -353,6 +360,7 @@ void run_command(const RunOptions& o) {
   context.host_memory = parse_host_memory(o.host_memory, "--host-memory");
   context.fast_auto = parse_auto_search(o.auto_search);
   context.symmetry = o.symmetry;
+  context.usage = o.bottlenecks > 0;
   set_limits(context, o, 1);
   InterruptGuard interrupt_guard;
   context.cancel = InterruptGuard::flag();
@@ -418,6 +426,9 @@ void run_command(const RunOptions& o) {
   if (!point.algo || point.chunks == kAutoChunks) notes = auto_notes(ev);
   if (!o.trace.empty()) notes.push_back(fmt::format("trace written to {}", o.trace));
   if (!ev.symmetry.empty()) notes.push_back("symmetry: " + ev.symmetry);
+  if (o.bottlenecks > 0)
+    for (auto& line : bottleneck_lines(loaded->topology, ev.usage, o.bottlenecks))
+      notes.push_back(std::move(line));
   writer.end(notes);
   if (format != Format::table)
     for (const auto& n : notes) std::fprintf(stderr, "collsim: %s\n", n.c_str());
@@ -627,10 +638,14 @@ void add_run_commands(CLI::App& app) {
   add_common_options(*run, *run_options, false);
   run->add_option("--trace", run_options->trace,
                   "Write a Chrome/Perfetto trace of the simulated run (open in ui.perfetto.dev)");
+  run->add_option("--bottlenecks", run_options->bottlenecks,
+                  "After the result, list the N busiest links and other resources, and the N GPUs "
+                  "whose copies waited longest for a copy engine");
   run->add_flag("--progress", run_options->progress,
                 "Show the progress line of long simulations even when stderr is not a terminal");
   run->callback([run_options, run] {
     run_options->chunks_given = run->count("--chunks") > 0;
+    run_options->bottlenecks_given = run->count("--bottlenecks") > 0;
     run_command(*run_options);
   });
 

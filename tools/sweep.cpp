@@ -28,6 +28,7 @@ struct Simulated {
   std::uint64_t events = 0;
   ModelTerms terms;
   std::string symmetry;  // Evaluation::symmetry
+  Usage usage;           // when Context::usage
 };
 
 Simulated simulate_one(const Context& context, const Point& point, sched::Algorithm algorithm,
@@ -89,8 +90,10 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   if (!std::isfinite(result.time) || result.time < 0)
     throw InternalError(fmt::format("simulation of {} k={} finished at time {}",
                                     sched::to_string(algorithm), chunks, result.time));
-  Simulated s{result.time, result.events, {}, {}};
+  Simulated s{result.time, result.events, {}, {}, {}};
   if (context.model_terms) s.terms = terms.terms();
+  if (context.usage)
+    s.usage = Usage{result.time, result.resources, result.copy_engines, result.rotation};
   const auto p = static_cast<sched::RankId>(request.ranks.size());
   if (result.rotation != 0)
     s.symmetry = fmt::format(
@@ -238,6 +241,7 @@ Evaluation evaluate_or_throw(const Context& context, const Point& point,
     row.events = s.events;
     ev.terms = s.terms;
     ev.symmetry = s.symmetry;
+    ev.usage = s.usage;
   } else {
     std::vector<sched::Algorithm> algorithms;
     if (point.algo)
@@ -289,6 +293,7 @@ Evaluation evaluate_or_throw(const Context& context, const Point& point,
     row.events = best->events;
     ev.terms = best->terms;
     ev.symmetry = best->symmetry;
+    ev.usage = best->usage;
   }
   row.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return ev;

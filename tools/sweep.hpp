@@ -53,6 +53,7 @@ struct Context {
   sched::RankId root = 0;
   sched::HostMemory host_memory = sched::HostMemory::pinned;  // --host-memory
   bool model_terms = false;  // also compute the copy and link terms of each plan (for plots)
+  bool usage = false;        // also keep each evaluation's Usage (run --bottlenecks)
   // Auto searches of k stop, for each algorithm, at the first k slower than the one before
   // (--auto-search fast). Exact when time against k falls then rises, as the α-β forms of the
   // pipelined schedules do; the default tries every k.
@@ -103,8 +104,17 @@ struct Candidate {
   std::string error;  // why the pair was refused, if it was
 };
 
+// Where a simulated run spent its bandwidth: what run --bottlenecks prints (tools/bottlenecks.hpp).
+struct Usage {
+  double time = 0;                                 // the run's simulated time, seconds
+  std::vector<sim::ResourceUsage> resources;       // every resource that carried a flow
+  std::vector<sim::CopyEngineUsage> copy_engines;  // GPUs that ran copies
+  sched::RankId rotation = 0;  // one rank per orbit: figures are the representatives'
+};
+
 struct Evaluation {
   Row row;
+  Usage usage;  // empty unless Context::usage
   ModelTerms terms;
   std::vector<Candidate> candidates;  // filled by auto searches, in the order tried
   bool internal_error = false;        // row.error comes from a bug, not from the input

@@ -317,6 +317,42 @@ TEST_CASE("run with --trace writes a Chrome trace of the simulated run", "[cli][
   CHECK(trace["traceEvents"].size() > 0);
 }
 
+TEST_CASE("run --bottlenecks lists the busiest resources with their utilisation", "[cli]") {
+  // Ring allreduce of S = 1 MB on two GPUs: each direction of the 100 GB/s, 1 us link carries
+  // S/2 twice, in 2 x 5 us of draining, and the run takes t = 2 x (1 us + 5 us) = 12 us:
+  // utilisation = 1 MB / (100 GB/s x 12 us) = 83.3 %, busy 10 / 12 = 83.3 %. The reductions
+  // drain through GPU memory, which the file leaves unlimited: instant, 0 %.
+  const auto r = run_cli("run " + kTwo + " --size 1MB --bottlenecks 2");
+  INFO(r.out << r.err);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("# bottlenecks: the 2 busiest of 4 resources"));
+  const std::string first = "#        83.3 %   83.3 %     976.6 KiB  gpu0->gpu1\n";
+  const std::string second = "#        83.3 %   83.3 %     976.6 KiB  gpu1->gpu0\n";
+  // Ties go to the lower resource id: gpu0->gpu1 first.
+  const auto at = r.out.find(first);
+  REQUIRE(at != std::string::npos);
+  CHECK(r.out.find(second) == at + first.size());
+  CHECK_THAT(r.out, !Catch::Contains("memory"));        // only 2 asked for
+  CHECK_THAT(r.out, !Catch::Contains("copy engines"));  // no copies in this plan
+}
+
+TEST_CASE("run --bottlenecks shows copy engines, and goes to stderr beside CSV", "[cli]") {
+  // The T4 box stages every transfer through host memory: every GPU runs copies on its 3
+  // engines. With CSV on stdout the report goes to stderr, and stdout stays one CSV row.
+  const auto r = run_cli(
+      "run --topology configs/t4x4-pcie.json --size 64MiB --chunks 4 --bottlenecks 2 "
+      "--format csv --no-wall");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  CHECK(csv_rows(r.out).size() == 2);
+  CHECK_THAT(r.err, Catch::Contains("collsim: bottlenecks: the 2 busiest of"));
+  CHECK_THAT(r.err, Catch::Contains("copy engines: the 2 of 4 GPUs that ran copies"));
+  CHECK_THAT(r.err, Catch::Contains("        3  "));  // the engine count column
+  const auto zero = run_cli("run " + kTwo + " --size 1MB --bottlenecks 0");
+  CHECK(zero.status == 2);
+  CHECK_THAT(zero.err, Catch::Contains("--bottlenecks") && Catch::Contains("at least 1"));
+}
+
 TEST_CASE("run with --calibration replaces the parameters of matching GPUs and says so",
           "[cli][calibration]") {
   // A quick host calibration (threads and memcpy) stands in for a GPU's; its model "*" matches
