@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <memory>
 
 #include "sim/engine.hpp"
 #include "tests/sim/sim_fixtures.hpp"
@@ -12,6 +13,37 @@ using namespace collsim;
 using namespace collsim::sim::testing;
 using sched::BufferId;
 using sched::OpKind;
+
+namespace {
+
+// One GPU with one copy engine, joined to a CPU by a duplex PCIe link of 10 GB/s: a d2h copy of
+// kCopyBytes takes 0.1 s. Add ops to `plan`, then run().
+struct OneCopyEngine {
+  static constexpr Bytes kCopyBytes = 1'000'000'000;
+  topo::Topology t;
+  topo::NodeId gpu;
+  std::unique_ptr<topo::Router> router;
+  sched::Plan plan;
+  OneCopyEngine() {
+    gpu = add_gpu(t, "gpu0");
+    const auto cpu = add_node(t, "cpu0", topo::NodeKind::cpu);
+    t.node(gpu).copy_engines = 1;
+    add_duplex(t, gpu, cpu, 10e9, 0, topo::LinkKind::pcie);
+    topo::finalize(t);
+    router = std::make_unique<topo::Router>(t);
+    plan.rank_gpu = {gpu};
+  }
+  sched::OpId add_copy(sched::StreamId stream) {
+    return plan.add(copy_op(0, BufferId::input, BufferId::host, kCopyBytes, stream));
+  }
+  sim::Result run() const {
+    sim::Options o;
+    o.record_ops = true;
+    return sim::simulate(*router, plan, o);
+  }
+};
+
+}  // namespace
 
 TEST_CASE("two flows on one link each take twice as long", "[sim][contention]") {
   topo::Topology t;
@@ -218,24 +250,13 @@ TEST_CASE("copies that become ready at one instant get engines in plan order, no
   //   op 3: delay 0.5 (stream 1),             op 4: copy B after it
   // The event that readies B was queued at 0 and the one that readies A at 0.25, so B's runs
   // first; the engine still goes to A, the earlier op: A runs [0.5, 0.6], B [0.6, 0.7].
-  topo::Topology t;
-  const auto g = add_gpu(t, "gpu0");
-  const auto c = add_node(t, "cpu0", topo::NodeKind::cpu);
-  t.node(g).copy_engines = 1;
-  add_duplex(t, g, c, 10e9, 0, topo::LinkKind::pcie);
-  topo::finalize(t);
-  topo::Router router(t);
-  sched::Plan plan;
-  plan.rank_gpu = {g};
-  const Bytes s = 1'000'000'000;
-  plan.add(timed_op(OpKind::delay, 0, 0.25, 0));
-  plan.add(timed_op(OpKind::delay, 0, 0.25, 0));
-  const auto a = plan.add(copy_op(0, BufferId::input, BufferId::host, s, 0));
-  plan.add(timed_op(OpKind::delay, 0, 0.5, 1));
-  const auto b = plan.add(copy_op(0, BufferId::input, BufferId::host, s, 1));
-  sim::Options o;
-  o.record_ops = true;
-  const auto r = sim::simulate(router, plan, o);
+  OneCopyEngine box;
+  box.plan.add(timed_op(OpKind::delay, 0, 0.25, 0));
+  box.plan.add(timed_op(OpKind::delay, 0, 0.25, 0));
+  const auto a = box.add_copy(0);
+  box.plan.add(timed_op(OpKind::delay, 0, 0.5, 1));
+  const auto b = box.add_copy(1);
+  const auto r = box.run();
   REQUIRE(r.ops[a].ready == 0.5);
   REQUIRE(r.ops[b].ready == 0.5);
   CHECK(r.ops[a].start == 0.5);
@@ -315,24 +336,13 @@ TEST_CASE("waiting copies get the copy engine in readiness order, not op order",
   //   op 2: copy B (stream 1)                             -> ready at 0, runs [0, 0.1]
   //   op 3: delay 0.01 (stream 2), op 4: copy C after it -> ready at 0.01
   // The queue holds C (ready 0.01) before A (ready 0.05): C runs [0.1, 0.2], A [0.2, 0.3].
-  topo::Topology t;
-  const auto g = add_gpu(t, "gpu0");
-  const auto c = add_node(t, "cpu0", topo::NodeKind::cpu);
-  t.node(g).copy_engines = 1;
-  add_duplex(t, g, c, 10e9, 0, topo::LinkKind::pcie);
-  topo::finalize(t);
-  topo::Router router(t);
-  sched::Plan plan;
-  plan.rank_gpu = {g};
-  const Bytes s = 1'000'000'000;
-  plan.add(timed_op(OpKind::delay, 0, 0.05, 0));
-  const auto a = plan.add(copy_op(0, BufferId::input, BufferId::host, s, 0));
-  const auto b = plan.add(copy_op(0, BufferId::input, BufferId::host, s, 1));
-  plan.add(timed_op(OpKind::delay, 0, 0.01, 2));
-  const auto cc = plan.add(copy_op(0, BufferId::input, BufferId::host, s, 2));
-  sim::Options o;
-  o.record_ops = true;
-  const auto r = sim::simulate(router, plan, o);
+  OneCopyEngine box;
+  box.plan.add(timed_op(OpKind::delay, 0, 0.05, 0));
+  const auto a = box.add_copy(0);
+  const auto b = box.add_copy(1);
+  box.plan.add(timed_op(OpKind::delay, 0, 0.01, 2));
+  const auto cc = box.add_copy(2);
+  const auto r = box.run();
   CHECK(r.ops[b].start == 0.0);
   CHECK(r.ops[cc].start == Approx(0.1).epsilon(1e-12));
   CHECK(r.ops[a].start == Approx(0.2).epsilon(1e-12));
