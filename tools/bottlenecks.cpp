@@ -49,7 +49,7 @@ std::vector<std::string> bottleneck_lines(const topo::Topology& topology, const 
           : fmt::format(" (one rank per orbit of a rotation by {} ranks: each figure holds for "
                         "every resource of its orbit)",
                         usage.rotation)));
-  lines.push_back(
+  lines.emplace_back(
       "  utilisation = bytes / (bandwidth x time), or busy / time where unlimited; "
       "busy = time with a flow draining");
   lines.push_back(
@@ -72,7 +72,7 @@ std::vector<std::string> bottleneck_lines(const topo::Topology& topology, const 
       fmt::format("copy engines: the {} of {} GPUs that ran copies whose copies waited "
                   "longest for an engine",
                   waited.size(), usage.copy_engines.size()));
-  lines.push_back("  in use = engine time / run time: how many engines were busy on average");
+  lines.emplace_back("  in use = engine time / run time: how many engines were busy on average");
   lines.push_back(
       fmt::format("  {:>9}  {:>7}  {:>12}  {}", "engines", "in use", "longest wait", "GPU"));
   for (const auto* c : waited)
