@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -30,6 +31,17 @@
 
 namespace collsim::cli {
 namespace {
+
+// CLI11 reads a negative number into a std::size_t by wrapping it round, so that "-3" would mean
+// about 1.8e19: counts of that type accept digits only.
+const CLI::Validator kWholeNumber(
+    [](std::string& text) -> std::string {
+      if (!text.empty() && std::all_of(text.begin(), text.end(),
+                                       [](unsigned char c) { return std::isdigit(c) != 0; }))
+        return {};
+      return "expected a whole number such as 10, not \"" + text + "\"";
+    },
+    "COUNT");
 
 inline constexpr std::size_t kDefaultMaxPoints = 100000;
 
@@ -640,7 +652,8 @@ void add_run_commands(CLI::App& app) {
                   "Write a Chrome/Perfetto trace of the simulated run (open in ui.perfetto.dev)");
   run->add_option("--bottlenecks", run_options->bottlenecks,
                   "After the result, list the N busiest links and other resources, and the N GPUs "
-                  "whose copies waited longest for a copy engine");
+                  "whose copies waited longest for a copy engine")
+      ->check(kWholeNumber);
   run->add_flag("--progress", run_options->progress,
                 "Show the progress line of long simulations even when stderr is not a terminal");
   run->callback([run_options, run] {
@@ -663,6 +676,7 @@ void add_run_commands(CLI::App& app) {
   sweep
       ->add_option("--max-points", sweep_options->max_points,
                    "Refuse sweeps with more points than this")
+      ->check(kWholeNumber)
       ->capture_default_str();
   sweep->callback([sweep_options, sweep] {
     sweep_options->chunks_given = sweep->count("--chunks") > 0;
