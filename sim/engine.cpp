@@ -90,10 +90,10 @@ class Engine {
  private:
   std::string describe(OpId op) const;
   void validate_ranks() const;
-  // Validates ops [from, to) and adds their records, filled with what running them reads of the
-  // plan: validation reads those columns anyway, so one pass does both. Returns whether some
-  // copy runs on a GPU with a limited number of copy engines.
-  bool add_records(OpId from, OpId to);
+  // Validates ops [from, n), n being the ops the plan has so far, and adds their records, filled
+  // with what running them reads of the plan: validation reads those columns anyway, so one pass
+  // does both. Returns whether some copy runs on a GPU with a limited number of copy engines.
+  bool add_records(OpId from, OpId n);
   void validate_options() const;
   void setup();
   std::vector<double> capacities() const;  // by resource, as the topology states them
