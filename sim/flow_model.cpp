@@ -435,11 +435,11 @@ double FlowModel::lowest_in_heap(ResourceId& bottleneck) {
       bottleneck = top.resource;
       return fair;
     }
-    std::pop_heap(heap_.begin(), heap_.end(), later);
+    std::pop_heap(heap_.begin(), heap_.end(), kLater);
     heap_.pop_back();
     if (unfrozen) {
       heap_.push_back(Level{fair, top.resource, top.local});
-      std::push_heap(heap_.begin(), heap_.end(), later);
+      std::push_heap(heap_.begin(), heap_.end(), kLater);
     }
   }
   return kUnlimited;
@@ -680,7 +680,7 @@ void FlowModel::fill() {
         if (share_[i].unfrozen > 0 && share_[i].limited)
           heap_.push_back(Level{fair_[i], comp_res_[i], static_cast<std::uint32_t>(i)});
       }
-      std::make_heap(heap_.begin(), heap_.end(), later);
+      std::make_heap(heap_.begin(), heap_.end(), kLater);
     }
     ResourceId bottleneck = kNoResource;
     const double level = heaped ? lowest_in_heap(bottleneck) : lowest_by_scan(bottleneck);
@@ -696,7 +696,7 @@ void FlowModel::fill() {
     }
     if (bottleneck == kNoResource) break;  // the rest cross unlimited resources only
     if (heaped) {
-      std::pop_heap(heap_.begin(), heap_.end(), later);
+      std::pop_heap(heap_.begin(), heap_.end(), kLater);
       heap_.pop_back();
     }
     Share& frozen_at = share_[res_[bottleneck].local];

@@ -244,7 +244,7 @@ class FlowModel {
       return a.share > b.share || (a.share == b.share && a.resource > b.resource);
     }
   };
-  static constexpr Later later{};
+  static constexpr Later kLater{};
   // The share, for a limited resource with flows still to freeze; kUnlimited for any other, so
   // that the filling's scan never picks it.
   static double fair_share(const Share& s) {

@@ -223,7 +223,7 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
   if (o.host_memory != "pinned")
     lines.push_back(
         fmt::format("host memory {} (staging copies also cross the host memcpy)", o.host_memory));
-  if (o.symmetry) lines.push_back("symmetry    one rank per orbit where a rotation fits");
+  if (o.symmetry) lines.emplace_back("symmetry    one rank per orbit where a rotation fits");
   // Without --chunks, "--algo ring,auto" leaves k free for auto only; the line keeps that.
   std::string again =
       fmt::format("collsim {} --topology {} --collective {} --algo {} --size {}{} --dtype {}",
