@@ -288,7 +288,7 @@ Plan generate(const topo::Router& router, const PlanRequest& req) {
 }
 
 void generate(const topo::Router& router, const PlanRequest& req, Plan& plan,
-              std::function<void()> batch) {
+              const std::function<void()>& batch) {
   if (plan.num_ops() != 0) throw InternalError("generate into a plan that has ops");
   const topo::Topology& t = router.topology();
   plan.collective = req.collective;

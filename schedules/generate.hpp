@@ -57,7 +57,7 @@ Plan generate(const topo::Router& router, const PlanRequest& request);
 // Ring allreduce, reduce_scatter and allgather, and hier allreduce, come in one batch per ring
 // step when every piece holds at least one element; every other request comes in one batch.
 void generate(const topo::Router& router, const PlanRequest& request, Plan& plan,
-              std::function<void()> batch);
+              const std::function<void()>& batch);
 // The smallest rotation of ranks that maps the plan for `request` onto itself, up to offsets in
 // buffers (which no time depends on), or 0 when there is none the generators can build: 1 for
 // the ring allreduce, reduce_scatter and allgather and g for hier allreduce on servers of g GPUs

@@ -126,9 +126,10 @@ void Rotation::close(ResourceId r) {
   if (x != r || m_ % length != 0)
     refuse(fmt::format("{} comes back to itself after {} rotations, which does not divide {}",
                        map_.name(topo_, r), length, m_));
+  const auto copies = m_ / length;  // exact: length divides m_
   do {
     rep_[x] = r;
-    copies_[x] = static_cast<double>(m_ / length);
+    copies_[x] = static_cast<double>(copies);
     closed_[x] = true;
     x = pi_[x];
   } while (x != r);

@@ -319,8 +319,8 @@ struct CellRouting::Impl {
       }
       core_out_begin.push_back(static_cast<std::uint32_t>(core_out.size()));
     }
-    dist.reset(new std::atomic<const std::vector<Label>*>[core.size()]);
-    for (std::size_t k = 0; k < core.size(); ++k) dist[k].store(nullptr, std::memory_order_relaxed);
+    // Value-initialised: every pointer starts null.
+    dist = std::make_unique<std::atomic<const std::vector<Label>*>[]>(core.size());
   }
 
   bool reserve(std::size_t bytes) const {

@@ -50,14 +50,17 @@ void* allocate(std::size_t bytes, std::size_t align) {
   void* raw =
       mmap(nullptr, size + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) throw std::bad_alloc();
-  const auto start = reinterpret_cast<std::uintptr_t>(raw);
-  const std::uintptr_t aligned = (start + kHugePage - 1) & ~(kHugePage - 1);
-  if (aligned > start) munmap(raw, aligned - start);
-  const std::size_t tail = start + size + kHugePage - (aligned + size);
-  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + size), tail);
+  // Offsets from the mapping rather than addresses made from integers, which hide from the
+  // optimiser what the pointers point into.
+  char* const base = static_cast<char*>(raw);
+  const std::size_t lead =
+      (kHugePage - reinterpret_cast<std::uintptr_t>(raw) % kHugePage) % kHugePage;
+  char* const aligned = base + lead;
+  if (lead > 0) munmap(base, lead);
+  munmap(aligned + size, kHugePage - lead);  // the rest of the extra huge page, never empty
   // Advice only: where the kernel has huge pages off, the memory is ordinary pages.
-  madvise(reinterpret_cast<void*>(aligned), size, MADV_HUGEPAGE);
-  return reinterpret_cast<void*>(aligned);
+  madvise(aligned, size, MADV_HUGEPAGE);
+  return aligned;
 }
 
 void deallocate(void* p, std::size_t bytes, std::size_t align) noexcept {
