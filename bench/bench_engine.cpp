@@ -22,6 +22,7 @@
 #include "schedules/generate.hpp"
 #include "sim/engine.hpp"
 #include "topology/error.hpp"
+#include "topology/huge_pages.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
 #include "topology/topology.hpp"
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
   bool untied = false;
   bool stats = false;
   bool symmetry = false;
+  bool huge_pages = false;
   std::string routing = "ecmp";
   std::string route_by = "auto";
   app.add_option("--gpus", gpus, "Number of GPUs")->check(CLI::Range(2u, 1u << 20));
@@ -145,7 +147,11 @@ int main(int argc, char** argv) {
                  "auto (the command line's choice), search or cells: how routes are computed "
                  "(the routes are the same; topology/routing.hpp)")
       ->check(CLI::IsMember({"auto", "search", "cells"}));
+  app.add_flag("--huge-pages", huge_pages,
+               "Ask for 2 MiB pages for the large arrays, as collsim --huge-pages")
+      ->envname("COLLSIM_HUGE_PAGES");
   CLI11_PARSE(app, argc, argv);
+  huge_pages::set_advised(huge_pages);
 
   try {
     const double bw = 100e9, lat = 1e-6, alpha = 2e-6, launch = 3e-6, mem = 2e12;

@@ -1,5 +1,6 @@
 #include "topology/huge_pages.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <new>
@@ -12,6 +13,7 @@ namespace collsim::huge_pages {
 
 namespace {
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
+std::atomic<bool> advice{false};
 
 std::size_t rounded(std::size_t bytes) {
   return (bytes + kHugePage - 1) & ~(kHugePage - 1);
@@ -40,6 +42,14 @@ void* copied(void* p, std::size_t old_bytes, std::size_t new_bytes, std::size_t 
 }
 }  // namespace
 
+void set_advised(bool on) noexcept {
+  advice.store(on, std::memory_order_relaxed);
+}
+
+bool advised() noexcept {
+  return advice.load(std::memory_order_relaxed);
+}
+
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
 
 void* allocate(std::size_t bytes, std::size_t align) {
@@ -59,7 +69,7 @@ void* allocate(std::size_t bytes, std::size_t align) {
   if (lead > 0) munmap(base, lead);
   munmap(aligned + size, kHugePage - lead);  // the rest of the extra huge page, never empty
   // Advice only: where the kernel has huge pages off, the memory is ordinary pages.
-  madvise(aligned, size, MADV_HUGEPAGE);
+  if (advised()) madvise(aligned, size, MADV_HUGEPAGE);
   return aligned;
 }
 

@@ -2,6 +2,7 @@
 // under tests/cli/data whose costs can be derived by hand.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -265,6 +266,28 @@ TEST_CASE("run --progress changes nothing on stdout", "[cli]") {
   CHECK(shown.out == quiet.out);
   CHECK(quiet.err.empty());
   if (!shown.err.empty()) CHECK_THAT(shown.err, Catch::Contains("ring allreduce k=8: "));
+}
+
+TEST_CASE("huge pages change no result, and a bad COLLSIM_HUGE_PAGES is refused", "[cli]") {
+  // The tree is simulated whole, and two of its arrays pass the 4 MiB from which an array gets
+  // a mapping of its own, so --huge-pages advises them.
+  const std::string args =
+      "run --topology configs/cluster-1024.json --algo tree --size 1GiB --chunks 8 --no-wall";
+  const auto plain = run_cli(args);
+  const auto huge = run_cli("--huge-pages " + args);
+  REQUIRE(plain.status == 0);
+  CHECK(huge.status == 0);
+  CHECK(huge.out == plain.out);
+  ::setenv("COLLSIM_HUGE_PAGES", "maybe", 1);
+  const auto bad = run_cli(args);
+  ::setenv("COLLSIM_HUGE_PAGES", "1", 1);
+  const auto from_env = run_cli(args);
+  ::unsetenv("COLLSIM_HUGE_PAGES");
+  CHECK(bad.status == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--huge-pages") && Catch::Contains("maybe"));
+  CHECK(bad.out.empty());
+  CHECK(from_env.status == 0);
+  CHECK(from_env.out == plain.out);
 }
 
 TEST_CASE("run with --algo auto says what it picked and the runner-up", "[cli][auto]") {

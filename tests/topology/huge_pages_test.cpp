@@ -2,7 +2,11 @@
 
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <fstream>
 #include <numeric>
+#include <optional>
+#include <sstream>
+#include <string>
 
 using namespace collsim;
 
@@ -14,7 +18,48 @@ struct alignas(64) Line {
 bool aligned_to(const void* p, std::size_t a) {
   return reinterpret_cast<std::uintptr_t>(p) % a == 0;
 }
+
+// Whether the kernel records MADV_HUGEPAGE ("hg" in VmFlags) for the mapping holding `p`;
+// nothing where /proc/self/smaps cannot say.
+std::optional<bool> advised_huge(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream range(line);
+    if (range >> std::hex >> lo >> dash >> hi && dash == '-' && line.find(':') > line.find(' ')) {
+      inside = lo <= at && at < hi;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line.find(" hg") != std::string::npos;
+    }
+  }
+  return std::nullopt;
+}
+
+struct AdviceRestored {
+  bool before = huge_pages::advised();
+  ~AdviceRestored() { huge_pages::set_advised(before); }
+};
 }  // namespace
+
+TEST_CASE("large mappings ask for huge pages only when told to") {
+  const AdviceRestored restore;
+  CHECK_FALSE(restore.before);  // the default: no advice
+  for (const bool on : {false, true}) {
+    huge_pages::set_advised(on);
+    HugeVector<std::uint64_t> v(huge_pages::kThreshold / sizeof(std::uint64_t) + 1, 5);
+    CHECK(aligned_to(v.data(), std::size_t{2} << 20));
+    const std::optional<bool> flagged = advised_huge(v.data());
+    if (!flagged) WARN("no VmFlags in /proc/self/smaps; the advice is not checked");
+#if defined(__linux__)
+    else
+      CHECK(*flagged == on);
+#endif
+    CHECK(v.back() == 5);
+  }
+}
 
 TEST_CASE("huge vectors hold their values across growth and shrink") {
   HugeVector<std::uint32_t> v;
