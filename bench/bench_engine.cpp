@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
   bool stats = false;
   bool symmetry = false;
   bool huge_pages = false;
+  std::size_t window_ops = sim::Options{}.window_ops;
   std::string routing = "ecmp";
   std::string route_by = "auto";
   app.add_option("--gpus", gpus, "Number of GPUs")->check(CLI::Range(2u, 1u << 20));
@@ -147,6 +148,10 @@ int main(int argc, char** argv) {
                  "auto (the command line's choice), search or cells: how routes are computed "
                  "(the routes are the same; topology/routing.hpp)")
       ->check(CLI::IsMember({"auto", "search", "cells"}));
+  app.add_option("--window-ops", window_ops,
+                 "Register a whole plan in windows of at least this many ops "
+                 "(sim::Options::window_ops; 0: every op at the start)")
+      ->capture_default_str();
   app.add_flag("--huge-pages", huge_pages,
                "Ask for 2 MiB pages for the large arrays, as collsim --huge-pages")
       ->envname("COLLSIM_HUGE_PAGES");
@@ -301,6 +306,7 @@ int main(int argc, char** argv) {
     options.sharing_regions = !components;
     options.tie_links = !untied;
     options.rank_symmetry = symmetry;
+    options.window_ops = window_ops;
     const auto report = [&](const sim::Result& r) {
       if (!stats) return;
       const sim::SharingStats& s = r.sharing;
@@ -359,9 +365,11 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    // Validation, ordering and routes alone: a run stopped after its first event.
+    // Validation, ordering and routes alone: a run stopped after its first event (the first
+    // window's, where the plan is registered in windows).
     sim::Options setup_only;
     setup_only.max_events = 1;
+    setup_only.window_ops = window_ops;
     double c0 = cpu_seconds();
     sim::simulate(router, plan, setup_only);
     const double setup_cpu = cpu_seconds() - c0;

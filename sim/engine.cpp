@@ -15,6 +15,7 @@
 #include "sim/event_queue.hpp"
 #include "sim/flow_model.hpp"
 #include "sim/keyed_heap.hpp"
+#include "sim/plan_windows.hpp"
 #include "sim/rotation.hpp"
 #include "sim/tied_links.hpp"
 #include "topology/error.hpp"
@@ -97,7 +98,8 @@ class Engine {
   void validate_options() const;
   void setup();
   std::vector<double> capacities() const;  // by resource, as the topology states them
-  void add_ops();
+  // Registers ops [registered_, end).
+  void add_ops(OpId end);
   // Links ops [from, to), their records added (after all of them: a dependency may name a later
   // op), to their stream predecessors and dependencies, and resolves their routes (every route of
   // a batch before it runs, so that an unreachable peer is reported before any time is spent
@@ -105,6 +107,7 @@ class Engine {
   void link(OpId from, OpId to, bool later);
   void add_successor(OpId op, OpId succ);
   void advance();
+  // Whether `e` completes an op numbered trigger_ or more, before which the next batch must exist.
   bool completes_newest(const Event& e) const;
   void forget_finished();
   // Prefetches what the next few queued events will touch, in stages: the farthest event's flow
@@ -241,9 +244,11 @@ class Engine {
   // first, and the records are the hot loop's most frequent access: 5 % of the ring's time.)
   sched::RingColumn<OpRecord> ops_;
   OpId ops_base_ = 0;
-  OpId registered_ = 0;   // one past the last op added
-  OpId batch_begin_ = 0;  // first op of the newest batch
-  OpId unfinished_ = 0;   // every op below is done
+  OpId registered_ = 0;  // one past the last op added
+  // The next batch must exist before an op numbered this or more completes: a streamed run's
+  // newest batch's first op, or the next window's trigger (sim/plan_windows.hpp).
+  OpId trigger_ = 0;
+  OpId unfinished_ = 0;  // every op below is done
   bool last_batch_ = true;
   bool started_ = false;
   std::optional<Event> held_;  // popped, and waiting for the next batch to exist
@@ -1105,8 +1110,7 @@ void Engine::setup() {
     queue_.push(options_.background[i].start, EventKind::background_start, i);
 }
 
-void Engine::add_ops() {
-  const auto end = static_cast<OpId>(plan_.num_ops());
+void Engine::add_ops(OpId end) {
   const OpId from = registered_;
   bool queues = false;
   if (!started_) {
@@ -1132,7 +1136,7 @@ void Engine::add_ops() {
   registered_ = end;
   ops_held_ = std::max<std::uint64_t>(ops_held_, registered_ - ops_base_);
   // An empty batch changes nothing: the newest ops are still those of the batch before.
-  if (from != end) batch_begin_ = from;
+  if (growing_ != nullptr && from != end) trigger_ = from;
   const bool first = !started_;
   if (first) {
     started_ = true;
@@ -1161,9 +1165,13 @@ void Engine::add_ops() {
 }
 
 bool Engine::completes_newest(const Event& e) const {
-  if (e.kind() == EventKind::op_done) return e.id >= batch_begin_;
-  return e.kind() == EventKind::flow_done && flow_info_[e.id].owner != Owner::background &&
-         flow_info_[e.id].index >= batch_begin_;
+  if (e.kind() == EventKind::op_done) return e.id >= trigger_;
+  if (e.kind() != EventKind::flow_done) return false;
+  const FlowInfo& info = flow_info_[e.id];
+  if (info.owner == Owner::background) return false;
+  // A transfer completes its recv too, which a whole plan may number past the trigger alone.
+  return info.index >= trigger_ ||
+         (info.owner == Owner::transfer && rec(info.index).partner >= trigger_);
 }
 
 void Engine::advance() {
@@ -1247,7 +1255,10 @@ void Engine::advance() {
       return;
     }
     if ((events_ & kProgressEvery) == 0 && options_.progress)
-      options_.progress(RunProgress{events_, now_, done_, last_batch_ ? registered_ : 0});
+      options_.progress(RunProgress{events_, now_, done_,
+                                    growing_ == nullptr ? plan_.num_ops()
+                                    : last_batch_       ? registered_
+                                                        : 0});
     if (stale_events_ > kMinSweep && stale_events_ > queue_.size() / 2) {
       queue_.remove_if(
           [&](const Event& ev) {
@@ -1329,14 +1340,25 @@ void Engine::forget_finished() {
 }
 
 Result Engine::run() {
-  add_ops();
-  advance();
+  const bool windowed = options_.window_ops != 0 && options_.plan_file.empty() &&
+                        options_.observer == nullptr && plan_.rotation == 0;
+  const std::vector<PlanWindow> windows =
+      windowed ? plan_windows(plan_, options_.window_ops)
+               : std::vector<PlanWindow>{{static_cast<OpId>(plan_.num_ops()), 0}};
+  for (std::size_t k = 0; k < windows.size(); ++k) {
+    last_batch_ = k + 1 == windows.size();
+    if (!last_batch_) trigger_ = windows[k + 1].trigger;
+    add_ops(windows[k].end);
+    advance();
+    if (stop_ != StopReason::finished) break;
+    forget_finished();
+  }
   return finish();
 }
 
 bool Engine::add_batch() {
   last_batch_ = false;
-  add_ops();
+  add_ops(static_cast<OpId>(plan_.num_ops()));
   // Registered, the batch's ops are read from their records (and extra_) only: the plan keeps
   // no row, and holds no more than the batch the generator is writing.
   growing_->drop_before(registered_);

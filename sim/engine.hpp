@@ -79,6 +79,12 @@ struct Options {
   // times fewer events, the same times to 1e-9 relative. The smallest such s is used; without
   // one, or with capacity traces, background traffic, an observer or record_ops, every rank.
   bool rank_symmetry = false;
+  // simulate(router, plan): register a plan built whole in windows of at least this many ops
+  // where the plan allows it (sim/plan_windows.hpp), holding records for the ops between the
+  // first unfinished one and the last window registered instead of for every op. 0: every op at
+  // the start. The same results either way. Plans read from files (plan_file set) and runs with
+  // an observer are registered at the start, so that every error in them is reported first.
+  std::size_t window_ops = std::size_t{1} << 20;
 };
 
 enum class StopReason : std::uint8_t { finished, event_limit, time_limit, cancelled };
@@ -109,8 +115,8 @@ struct Result {
   double time = 0;           // completion of the last op, seconds
   std::uint64_t events = 0;  // events processed (stale ones excluded)
   std::uint64_t flows = 0;   // flows started (transfers, copies, reductions, background)
-  // The most ops the engine held records for at once: a streamed run's window of unfinished
-  // ops and those above them, else every op of the plan.
+  // The most ops the engine held records for at once: the unfinished ops and those above them
+  // that were registered (a streamed run's batches, a whole plan's windows), else every op.
   std::uint64_t ops_held = 0;
   StopReason stop = StopReason::finished;
   // 0, or the run simulated one rank per orbit of this rotation of the ranks (sim/rotation.hpp):

@@ -1,0 +1,209 @@
+// A plan built whole and registered in windows (sim/plan_windows.hpp) runs exactly as the same
+// plan registered at the start, and holds records for a part of it only.
+#include "sim/plan_windows.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+
+#include "schedules/generate.hpp"
+#include "sim/engine.hpp"
+#include "tests/common/op_builders.hpp"
+#include "tests/common/same_run.hpp"
+#include "topology/error.hpp"
+#include "topology/loader.hpp"
+#include "topology/routing.hpp"
+
+using namespace collsim;
+using namespace collsim::sched;
+
+namespace {
+
+constexpr Bytes MiB = Bytes{1} << 20;
+
+std::string config(const char* name) {
+  return std::string(COLLSIM_SOURCE_DIR) + "/configs/" + name;
+}
+
+// A plan on `ranks` ranks whose ops are added by the caller; ranks bound to node ids 0..ranks-1
+// (plan_windows reads no topology).
+Plan bare_plan(RankId ranks) {
+  Plan p;
+  for (RankId r = 0; r < ranks; ++r) p.rank_gpu.push_back(r);
+  return p;
+}
+
+Op compute(RankId rank, StreamId stream = 0) {
+  Op op;
+  op.kind = OpKind::compute;
+  op.rank = rank;
+  op.stream = stream;
+  op.seconds = 1e-6;
+  return op;
+}
+
+// `from` sends to `to` on stream 0; returns the send.
+OpId add_transfer(Plan& p, RankId from, RankId to) {
+  const OpId s = p.add(test::send_op(from, to, 64, {BufferId::input, 0}));
+  const OpId r = p.add(test::recv_op(to, from, 64, {BufferId::output, 0}));
+  p.match(s, r);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("windows are cut where nothing after the cut can be ready yet", "[model][windows]") {
+  SECTION("a chain on one stream is cut every `target` ops, each window waiting for the last") {
+    Plan p = bare_plan(1);
+    for (int i = 0; i < 10; ++i) p.add(compute(0));
+    const auto w = sim::plan_windows(p, 4);
+    REQUIRE(w.size() == 3);  // the last may be shorter
+    CHECK(w[0].end == 4);
+    CHECK(w[1].end == 8);
+    CHECK(w[2].end == 10);
+    CHECK(w[1].trigger == 3);  // op 4's stream predecessor
+    CHECK(w[2].trigger == 7);
+  }
+  SECTION("a window's trigger is the least op any of its ops waits for") {
+    Plan p = bare_plan(2);
+    const OpId first = p.add(compute(0));  // op 0; rank 1 waits for it much later
+    for (int i = 0; i < 5; ++i) p.add(compute(0));
+    p.add(compute(1), {first});  // op 6: rank 1's first op, after the cut at 4
+    for (int i = 0; i < 3; ++i) p.add(compute(1));
+    const auto w = sim::plan_windows(p, 4);
+    REQUIRE(w.size() == 3);
+    CHECK(w[1].trigger == first);
+    CHECK(w[2].trigger == 7);
+  }
+  SECTION("triggers never decrease: a window is registered no later than the one after it") {
+    Plan p = bare_plan(2);
+    const OpId early = p.add(compute(1));  // op 0
+    for (int i = 0; i < 11; ++i) p.add(compute(0));
+    p.add(compute(1), {early});  // op 12, in the third window
+    for (int i = 0; i < 3; ++i) p.add(compute(0));
+    const auto w = sim::plan_windows(p, 4);
+    REQUIRE(w.size() == 4);
+    CHECK(w[1].trigger == early);  // op 3 alone
+    CHECK(w[2].trigger == early);  // op 7 alone
+    CHECK(w[3].trigger == early);
+  }
+  SECTION("no cut between a send and its recv, nor before an op an earlier one depends on") {
+    Plan p = bare_plan(2);
+    for (int i = 0; i < 3; ++i) p.add(compute(0));
+    add_transfer(p, 0, 1);  // ops 3 and 4: no cut at 4
+    for (int i = 0; i < 3; ++i) p.add(compute(0));
+    p.add(compute(0), {9});  // op 8 depends on op 9: no cut at 9
+    p.add(compute(1));       // op 9
+    for (int i = 0; i < 4; ++i) p.add(compute(0));
+    const auto w = sim::plan_windows(p, 4);
+    REQUIRE(w.size() == 3);
+    CHECK(w[0].end == 5);
+    CHECK(w[1].end == 10);
+    CHECK(w[2].end == 14);
+  }
+  SECTION("an op that waits for nothing after the first window puts the whole start in it") {
+    Plan p = bare_plan(2);
+    for (int i = 0; i < 6; ++i) p.add(compute(0));
+    p.add(compute(1));  // op 6: rank 1's first op waits for nothing
+    for (int i = 0; i < 9; ++i) p.add(compute(1));
+    const auto w = sim::plan_windows(p, 4);
+    REQUIRE(w.size() == 4);
+    CHECK(w[0].end == 7);
+    CHECK(w[1].end == 11);
+    CHECK(w[2].end == 15);
+    CHECK(w[3].end == 16);
+  }
+  SECTION("a plan the engine will refuse is one window, for the engine to report") {
+    Plan p = bare_plan(2);
+    for (int i = 0; i < 6; ++i) p.add(compute(0));
+    const OpId s = p.add(test::send_op(0, 1, 64, {BufferId::input, 0}));
+    const OpId r = p.add(test::recv_op(1, 0, 64, {BufferId::output, 0}));
+    const OpId other = p.add(test::recv_op(1, 0, 64, {BufferId::output, 0}));
+    p.match(s, r);
+    p.match(s, other);  // the first recv still names the send, which names another
+    for (int i = 0; i < 6; ++i) p.add(compute(1));
+    CHECK(sim::plan_windows(p, 4).size() == 1);
+  }
+  SECTION("small plans and target 0 are one window") {
+    Plan p = bare_plan(1);
+    for (int i = 0; i < 7; ++i) p.add(compute(0));
+    CHECK(sim::plan_windows(p, 4).size() == 1);
+    CHECK(sim::plan_windows(p, 0).size() == 1);
+    CHECK(sim::plan_windows(p, 0).front().end == 7);
+  }
+}
+
+TEST_CASE("a whole plan registered in windows runs exactly as registered at once",
+          "[model][windows]") {
+  struct Machine {
+    const char* file;
+    bool ecmp;
+    std::uint32_t gpus;  // first GPUs of the file taking part; 0: all
+  };
+  // NVSwitch, PCIe with host staging and copy engines, a heterogeneous rack, and a
+  // rail-optimised fabric with ECMP.
+  const Machine machines[] = {{"dgx-h100.json", false, 0},
+                              {"t4x4-pcie.json", false, 0},
+                              {"hetero-rack.json", false, 0},
+                              {"cluster-1024.json", true, 32}};
+  std::size_t windowed_runs = 0;
+  for (const Machine& m : machines) {
+    const topo::Topology t = topo::load_topology(config(m.file));
+    const topo::Router router(t, topo::RoutingOptions{.ecmp = m.ecmp});
+    std::vector<topo::NodeId> gpus = t.gpus();
+    if (m.gpus != 0) gpus.resize(m.gpus);
+    for (Collective c : all_collectives())
+      for (Algorithm a : algorithms_for(c, static_cast<RankId>(gpus.size())))
+        for (std::uint32_t k : {1u, 3u}) {
+          PlanRequest req;
+          req.collective = c;
+          req.algorithm = a;
+          req.size = 12 * MiB + 4 * 48 * 7;  // chunks of unequal size
+          req.chunks = k;
+          req.ranks = gpus;
+          if (!why_not(req, static_cast<RankId>(gpus.size())).empty()) continue;
+          Plan plan;
+          try {
+            plan = generate(router, req);
+          } catch (const collsim::InputError&) {
+            continue;  // hier on a machine without servers of several GPUs
+          }
+          INFO(fmt::format("{} {} {} k={}: {} ops", m.file, to_string(c), to_string(a), k,
+                           plan.num_ops()));
+          sim::Options at_once;
+          at_once.record_ops = true;
+          at_once.window_ops = 0;
+          sim::Options in_windows = at_once;
+          in_windows.window_ops = std::max<std::size_t>(8, plan.num_ops() / 16);
+          const sim::Result expected = sim::simulate(router, plan, at_once);
+          const sim::Result windowed = sim::simulate(router, plan, in_windows);
+          CHECK(expected.ops_held == plan.num_ops());
+          test::check_same_run(expected, windowed);
+          windowed_runs += windowed.ops_held < plan.num_ops();
+        }
+  }
+  // Ring, tree, rhd and hier plans have places to cut on every machine.
+  CHECK(windowed_runs > 60);
+}
+
+TEST_CASE("a whole ring plan in windows holds a part of its records", "[model][windows]") {
+  const topo::Topology t = topo::load_topology(config("cluster-1024.json"));
+  const topo::Router router(t, topo::RoutingOptions{.ecmp = true});
+  PlanRequest req;
+  req.algorithm = Algorithm::ring;
+  req.size = 256 * MiB;
+  req.chunks = 2;
+  req.ranks = t.gpus();
+  req.ranks.resize(128);
+  const Plan plan = generate(router, req);
+  sim::Options o;
+  o.window_ops = plan.num_ops() / 64;
+  const sim::Result r = sim::simulate(router, plan, o);
+  INFO(fmt::format("{} ops, {} held", plan.num_ops(), r.ops_held));
+  CHECK(r.ops_held * 8 < plan.num_ops());
+  o.window_ops = 0;
+  const sim::Result all = sim::simulate(router, plan, o);
+  CHECK(test::same_double(all.time, r.time));
+  CHECK(all.ops_held == plan.num_ops());
+}
