@@ -385,10 +385,9 @@ int main(int argc, char** argv) {
     const std::string versus =
         uniform ? fmt::format("{:.1e}", std::abs(result.time - model) / model) : std::string("n/a");
 
-    // The engine's own per-op state (sim/engine.cpp): one 16-byte record per op (pending count,
-    // next op on the stream, the successor or a successor group, route and state); successor
-    // groups (ops with two or more successors; none in a ring) are not counted.
-    const double engine_mib = 16.0 * static_cast<double>(plan.num_ops()) / (1024.0 * 1024.0);
+    // The engine's own per-op state (sim/engine.cpp): one 32-byte record for each op it held at
+    // once; successor groups (ops with two or more successors; none in a ring) are not counted.
+    const double engine_mib = 32.0 * static_cast<double>(result.ops_held) / (1024.0 * 1024.0);
 
     if (header)
       std::printf(

@@ -11,6 +11,7 @@
 #include "sim/engine.hpp"
 #include "tests/common/op_builders.hpp"
 #include "tests/common/same_run.hpp"
+#include "tests/common/shipped_machines.hpp"
 #include "topology/error.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
@@ -21,10 +22,6 @@ using namespace collsim::sched;
 namespace {
 
 constexpr Bytes MiB = Bytes{1} << 20;
-
-std::string config(const char* name) {
-  return std::string(COLLSIM_SOURCE_DIR) + "/configs/" + name;
-}
 
 // A plan on `ranks` ranks whose ops are added by the caller; ranks bound to node ids 0..ranks-1
 // (plan_windows reads no topology).
@@ -136,74 +133,62 @@ TEST_CASE("windows are cut where nothing after the cut can be ready yet", "[mode
 
 TEST_CASE("a whole plan registered in windows runs exactly as registered at once",
           "[model][windows]") {
-  struct Machine {
-    const char* file;
-    bool ecmp;
-    std::uint32_t gpus;  // first GPUs of the file taking part; 0: all
-  };
-  // NVSwitch, PCIe with host staging and copy engines, a heterogeneous rack, and a
-  // rail-optimised fabric with ECMP.
-  const Machine machines[] = {{"dgx-h100.json", false, 0},
-                              {"t4x4-pcie.json", false, 0},
-                              {"hetero-rack.json", false, 0},
-                              {"cluster-1024.json", true, 32}};
   std::size_t windowed_runs = 0;
-  for (const Machine& m : machines) {
-    const topo::Topology t = topo::load_topology(config(m.file));
-    const topo::Router router(t, topo::RoutingOptions{.ecmp = m.ecmp});
-    std::vector<topo::NodeId> gpus = t.gpus();
-    if (m.gpus != 0) gpus.resize(m.gpus);
-    for (Collective c : all_collectives())
-      for (Algorithm a : algorithms_for(c, static_cast<RankId>(gpus.size())))
-        for (std::uint32_t k : {1u, 3u}) {
-          PlanRequest req;
-          req.collective = c;
-          req.algorithm = a;
-          req.size = 12 * MiB + 4 * 48 * 7;  // chunks of unequal size
-          req.chunks = k;
-          req.ranks = gpus;
-          if (!why_not(req, static_cast<RankId>(gpus.size())).empty()) continue;
-          Plan plan;
-          try {
-            plan = generate(router, req);
-          } catch (const collsim::InputError&) {
-            continue;  // hier on a machine without servers of several GPUs
+  for (const test::ShippedMachine& m : test::kShippedMachines)
+    test::on_machine(m, [&](const topo::Router& router, const std::vector<topo::NodeId>& gpus) {
+      for (Collective c : all_collectives())
+        for (Algorithm a : algorithms_for(c, static_cast<RankId>(gpus.size())))
+          for (std::uint32_t k : {1u, 3u}) {
+            PlanRequest req;
+            req.collective = c;
+            req.algorithm = a;
+            req.size = 12 * MiB + 4 * 48 * 7;  // chunks of unequal size
+            req.chunks = k;
+            req.ranks = gpus;
+            if (!why_not(req, static_cast<RankId>(gpus.size())).empty()) continue;
+            Plan plan;
+            try {
+              plan = generate(router, req);
+            } catch (const collsim::InputError&) {
+              continue;  // hier on a machine without servers of several GPUs
+            }
+            INFO(fmt::format("{} {} {} k={}: {} ops", m.file, to_string(c), to_string(a), k,
+                             plan.num_ops()));
+            sim::Options at_once;
+            at_once.record_ops = true;
+            at_once.window_ops = 0;
+            sim::Options in_windows = at_once;
+            in_windows.window_ops = std::max<std::size_t>(8, plan.num_ops() / 16);
+            const sim::Result expected = sim::simulate(router, plan, at_once);
+            const sim::Result windowed = sim::simulate(router, plan, in_windows);
+            CHECK(expected.ops_held == plan.num_ops());
+            test::check_same_run(expected, windowed);
+            windowed_runs += windowed.ops_held < plan.num_ops();
           }
-          INFO(fmt::format("{} {} {} k={}: {} ops", m.file, to_string(c), to_string(a), k,
-                           plan.num_ops()));
-          sim::Options at_once;
-          at_once.record_ops = true;
-          at_once.window_ops = 0;
-          sim::Options in_windows = at_once;
-          in_windows.window_ops = std::max<std::size_t>(8, plan.num_ops() / 16);
-          const sim::Result expected = sim::simulate(router, plan, at_once);
-          const sim::Result windowed = sim::simulate(router, plan, in_windows);
-          CHECK(expected.ops_held == plan.num_ops());
-          test::check_same_run(expected, windowed);
-          windowed_runs += windowed.ops_held < plan.num_ops();
-        }
-  }
-  // Ring, tree, rhd and hier plans have places to cut on every machine.
-  CHECK(windowed_runs > 60);
+    });
+  // 115 of the 148 plans had places to cut when this was written; a plan the engine cannot cut
+  // is still checked above, so this guards against cutting nothing at all.
+  CHECK(windowed_runs > 100);
 }
 
 TEST_CASE("a whole ring plan in windows holds a part of its records", "[model][windows]") {
-  const topo::Topology t = topo::load_topology(config("cluster-1024.json"));
-  const topo::Router router(t, topo::RoutingOptions{.ecmp = true});
-  PlanRequest req;
-  req.algorithm = Algorithm::ring;
-  req.size = 256 * MiB;
-  req.chunks = 2;
-  req.ranks = t.gpus();
-  req.ranks.resize(128);
-  const Plan plan = generate(router, req);
-  sim::Options o;
-  o.window_ops = plan.num_ops() / 64;
-  const sim::Result r = sim::simulate(router, plan, o);
-  INFO(fmt::format("{} ops, {} held", plan.num_ops(), r.ops_held));
-  CHECK(r.ops_held * 8 < plan.num_ops());
-  o.window_ops = 0;
-  const sim::Result all = sim::simulate(router, plan, o);
-  CHECK(test::same_double(all.time, r.time));
-  CHECK(all.ops_held == plan.num_ops());
+  // The rail-optimised fabric's first 48 GPUs: 94 ring steps of 48 ranks x 4 chunks.
+  test::on_machine(test::kShippedMachines[3],
+                   [](const topo::Router& router, const std::vector<topo::NodeId>& gpus) {
+                     PlanRequest req;
+                     req.algorithm = Algorithm::ring;
+                     req.size = 64 * MiB;
+                     req.chunks = 4;
+                     req.ranks = gpus;
+                     const Plan plan = generate(router, req);
+                     sim::Options o;
+                     o.window_ops = plan.num_ops() / 64;
+                     const sim::Result r = sim::simulate(router, plan, o);
+                     INFO(fmt::format("{} ops, {} held", plan.num_ops(), r.ops_held));
+                     CHECK(r.ops_held * 8 < plan.num_ops());
+                     o.window_ops = 0;
+                     const sim::Result all = sim::simulate(router, plan, o);
+                     CHECK(test::same_double(all.time, r.time));
+                     CHECK(all.ops_held == plan.num_ops());
+                   });
 }

@@ -8,6 +8,7 @@
 #include "schedules/generate.hpp"
 #include "sim/engine.hpp"
 #include "tests/common/same_run.hpp"
+#include "tests/common/shipped_machines.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
 
@@ -17,10 +18,6 @@ using namespace collsim::sched;
 namespace {
 
 constexpr Bytes MiB = Bytes{1} << 20;
-
-std::string config(const char* name) {
-  return std::string(COLLSIM_SOURCE_DIR) + "/configs/" + name;
-}
 
 struct Streamed {
   sim::Result result;
@@ -77,34 +74,21 @@ Windowed windowed(const topo::Router& router, const PlanRequest& req) {
 }  // namespace
 
 TEST_CASE("streamed ring collectives run exactly as the whole plan", "[model][streaming]") {
-  struct Machine {
-    const char* file;
-    bool ecmp;
-    std::uint32_t gpus;  // first GPUs of the file taking part; 0: all
-  };
-  // NVSwitch, PCIe with host staging, a heterogeneous rack, and a rail-optimised fabric with
-  // ECMP across servers and racks.
-  const Machine machines[] = {{"dgx-h100.json", false, 0},
-                              {"t4x4-pcie.json", false, 0},
-                              {"hetero-rack.json", false, 0},
-                              {"cluster-1024.json", true, 48}};
-  for (const Machine& m : machines) {
-    const topo::Topology t = topo::load_topology(config(m.file));
-    const topo::Router router(t, topo::RoutingOptions{.ecmp = m.ecmp});
-    std::vector<topo::NodeId> gpus = t.gpus();
-    if (m.gpus != 0) gpus.resize(m.gpus);
-    for (Collective c : {Collective::allreduce, Collective::reduce_scatter, Collective::allgather})
-      for (std::uint32_t k : {1u, 3u, 8u}) {
-        PlanRequest req;
-        req.collective = c;
-        req.algorithm = Algorithm::ring;
-        req.size = 48 * MiB + 4 * 48 * 7;  // chunks of unequal size
-        req.chunks = k;
-        req.ranks = gpus;
-        INFO(fmt::format("{} {} k={}", m.file, to_string(c), k));
-        check_streams_exactly(router, req);
-      }
-  }
+  for (const test::ShippedMachine& m : test::kShippedMachines)
+    test::on_machine(m, [&](const topo::Router& router, const std::vector<topo::NodeId>& gpus) {
+      for (Collective c :
+           {Collective::allreduce, Collective::reduce_scatter, Collective::allgather})
+        for (std::uint32_t k : {1u, 3u, 8u}) {
+          PlanRequest req;
+          req.collective = c;
+          req.algorithm = Algorithm::ring;
+          req.size = 48 * MiB + 4 * 48 * 7;  // chunks of unequal size
+          req.chunks = k;
+          req.ranks = gpus;
+          INFO(fmt::format("{} {} k={}", m.file, to_string(c), k));
+          check_streams_exactly(router, req);
+        }
+    });
 }
 
 TEST_CASE("streamed hier allreduce runs exactly as the whole plan", "[model][streaming]") {
@@ -122,7 +106,7 @@ TEST_CASE("streamed hier allreduce runs exactly as the whole plan", "[model][str
       {"hetero-rack.json", false, 0, 1},  {"cluster-1024.json", true, 16, 1},
       {"cluster-1024.json", true, 64, 1}, {"cluster-1024.json", true, 128, 8}};
   for (const Machine& m : machines) {
-    const topo::Topology t = topo::load_topology(config(m.file));
+    const topo::Topology t = topo::load_topology(test::config_path(m.file));
     const topo::Router router(t, topo::RoutingOptions{.ecmp = m.ecmp});
     std::vector<topo::NodeId> gpus;
     const std::vector<topo::NodeId> all = t.gpus();
@@ -141,7 +125,7 @@ TEST_CASE("streamed hier allreduce runs exactly as the whole plan", "[model][str
 }
 
 TEST_CASE("a streamed run keeps a window of the plan, not all of it", "[model][streaming]") {
-  const topo::Topology t = topo::load_topology(config("cluster-1024.json"));
+  const topo::Topology t = topo::load_topology(test::config_path("cluster-1024.json"));
   const topo::Router router(t, topo::RoutingOptions{.ecmp = true});
   PlanRequest req;
   req.algorithm = Algorithm::ring;
@@ -157,7 +141,7 @@ TEST_CASE("a streamed run keeps a window of the plan, not all of it", "[model][s
 
 TEST_CASE("a streamed hier allreduce keeps a window of the plan, not all of it",
           "[model][streaming]") {
-  const topo::Topology t = topo::load_topology(config("cluster-1024.json"));
+  const topo::Topology t = topo::load_topology(test::config_path("cluster-1024.json"));
   const topo::Router router(t, topo::RoutingOptions{.ecmp = true});
   PlanRequest req;
   req.algorithm = Algorithm::hier;
@@ -171,7 +155,7 @@ TEST_CASE("a streamed hier allreduce keeps a window of the plan, not all of it",
 }
 
 TEST_CASE("streamed runs stop early exactly where the whole plan does", "[model][streaming]") {
-  const topo::Topology t = topo::load_topology(config("dgx-h100.json"));
+  const topo::Topology t = topo::load_topology(test::config_path("dgx-h100.json"));
   const topo::Router router(t);
   PlanRequest req;
   req.algorithm = Algorithm::ring;
@@ -191,7 +175,7 @@ TEST_CASE("streamed runs stop early exactly where the whole plan does", "[model]
 
 TEST_CASE("streamed runs with capacity changes and background traffic match",
           "[model][streaming]") {
-  const topo::Topology t = topo::load_topology(config("t4x4-pcie.json"));
+  const topo::Topology t = topo::load_topology(test::config_path("t4x4-pcie.json"));
   const topo::Router router(t);
   PlanRequest req;
   req.algorithm = Algorithm::ring;
@@ -212,7 +196,7 @@ TEST_CASE("streamed runs with capacity changes and background traffic match",
 }
 
 TEST_CASE("requests that cannot stream come whole, in one batch", "[model][streaming]") {
-  const topo::Topology t = topo::load_topology(config("dgx-h100.json"));
+  const topo::Topology t = topo::load_topology(test::config_path("dgx-h100.json"));
   const topo::Router router(t);
   PlanRequest req;
   req.algorithm = Algorithm::tree;
