@@ -1409,9 +1409,7 @@ Result simulate_generated(const topo::Router& router, const sched::PlanRequest& 
   sched::Plan plan;
   return simulate_streaming(
       router, plan,
-      [&](std::function<void()> batch) {
-        sched::generate(router, request, plan, std::move(batch));
-      },
+      [&](const std::function<void()>& batch) { sched::generate(router, request, plan, batch); },
       options);
 }
 

@@ -12,8 +12,8 @@ using sched::OpKind;
 
 std::vector<PlanWindow> plan_windows(const sched::Plan& plan, std::size_t target) {
   const auto n = static_cast<OpId>(plan.num_ops());
-  const std::vector<PlanWindow> whole{{n, 0}};
-  if (plan.first_op() != 0 || target == 0 || n / 2 < target) return whole;
+  const auto whole = [n] { return std::vector<PlanWindow>{{n, 0}}; };
+  if (plan.first_op() != 0 || target == 0 || n / 2 < target) return whole();
   // The last op seen on each (rank, stream): the first streams of every rank in one table, as
   // the engine keeps them, the rare others in a map.
   constexpr sched::StreamId kInline = 8;
@@ -31,7 +31,7 @@ std::vector<PlanWindow> plan_windows(const sched::Plan& plan, std::size_t target
       least = kNoOp;
     }
     const sched::RankId rank = plan.rank(op);
-    if (rank >= ranks) return whole;
+    if (rank >= ranks) return whole();
     const sched::StreamId stream = plan.stream(op);
     OpId& previous =
         stream < kInline
@@ -41,7 +41,7 @@ std::vector<PlanWindow> plan_windows(const sched::Plan& plan, std::size_t target
     if (waits) least = std::min(least, previous);
     previous = op;
     for (OpId d : plan.deps(op)) {
-      if (d >= n) return whole;
+      if (d >= n) return whole();
       waits = true;
       least = std::min(least, d);
       if (d > op) reach = std::max(reach, d + 1);
@@ -49,11 +49,11 @@ std::vector<PlanWindow> plan_windows(const sched::Plan& plan, std::size_t target
     const OpKind kind = plan.kind(op);
     if (kind == OpKind::send || kind == OpKind::recv) {
       const OpId q = plan.partner(op);
-      if (q >= n) return whole;
+      if (q >= n) return whole();
       if (q > op)
         reach = std::max(reach, q + 1);
       else if (plan.partner(q) != op)
-        return whole;
+        return whole();
     }
     // An op that waits for nothing is ready at the start, so everything before it is registered
     // at the start as well.
@@ -63,7 +63,7 @@ std::vector<PlanWindow> plan_windows(const sched::Plan& plan, std::size_t target
     }
   }
   windows.push_back({n, least});
-  if (windows.size() == 1) return whole;
+  if (windows.size() == 1) return whole();
   windows.front().trigger = 0;
   // A window is registered after the one before it: early enough for every window after it.
   for (std::size_t k = windows.size() - 1; k-- > 1;)
