@@ -26,10 +26,14 @@ inline std::string config_path(const char* name) {
   return std::string(COLLSIM_SOURCE_DIR) + "/configs/" + name;
 }
 
-// Loads `m` and calls f(router, gpus), the GPUs taking part in rank order.
+// Loads `m` and calls f(router, gpus), the GPUs taking part in rank order. `event_latency`, when
+// not 0, replaces every GPU's (no shipped file sets one): each edge between two streams then
+// costs that long, which makes when an op became ready matter.
 template <typename F>
-void on_machine(const ShippedMachine& m, F&& f) {
-  const topo::Topology t = topo::load_topology(config_path(m.file));
+void on_machine(const ShippedMachine& m, F&& f, double event_latency = 0) {
+  topo::Topology t = topo::load_topology(config_path(m.file));
+  if (event_latency != 0)
+    for (topo::NodeId g : t.gpus()) t.node(g).event_latency = event_latency;
   const topo::Router router(t, topo::RoutingOptions{.ecmp = m.ecmp});
   std::vector<topo::NodeId> gpus = t.gpus();
   if (m.gpus != 0) gpus.resize(m.gpus);
