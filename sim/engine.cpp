@@ -1406,6 +1406,8 @@ namespace {
 
 Result simulate_generated(const topo::Router& router, const sched::PlanRequest& request,
                           const Options& options) {
+  if (!streams_exactly(router, request))
+    return simulate(router, sched::generate(router, request), options);
   sched::Plan plan;
   return simulate_streaming(
       router, plan,
@@ -1414,6 +1416,15 @@ Result simulate_generated(const topo::Router& router, const sched::PlanRequest& 
 }
 
 }  // namespace
+
+bool streams_exactly(const topo::Router& router, const sched::PlanRequest& request) {
+  const topo::Topology& t = router.topology();
+  const std::vector<topo::NodeId>& ranks = request.ranks.empty() ? t.gpus() : request.ranks;
+  if (!sched::streams(request, static_cast<sched::RankId>(ranks.size()))) return false;
+  if (request.algorithm != sched::Algorithm::hier) return true;
+  return std::none_of(ranks.begin(), ranks.end(),
+                      [&](topo::NodeId g) { return t.node(g).event_latency > 0; });
+}
 
 Result simulate(const topo::Router& router, const sched::PlanRequest& request,
                 const Options& options) {

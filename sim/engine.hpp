@@ -148,8 +148,15 @@ Result simulate_streaming(const topo::Router& router, sched::Plan& plan,
                           const std::function<void(std::function<void()>)>& build,
                           const Options& options = {});
 
-// Generates and simulates `request`, streamed when the generator can (sched::streams) and no
-// observer is set.
+// Whether a streamed run of `request` is the whole plan's, bit for bit: the generator streams it
+// (sched::streams), and it is not a hier allreduce on GPUs with an event latency. Hier ends
+// batches where an op of the next batch may also wait, across streams, for an op that has
+// finished already, whose event latency the engine would then not see (the windows of a whole
+// plan wait for every such op: sim/plan_windows.hpp).
+bool streams_exactly(const topo::Router& router, const sched::PlanRequest& request);
+
+// Generates and simulates `request`: streamed where streams_exactly() and no observer is set,
+// else as a whole plan (in windows where it allows).
 Result simulate(const topo::Router& router, const sched::PlanRequest& request,
                 const Options& options = {});
 

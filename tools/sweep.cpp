@@ -35,8 +35,8 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
                        std::uint32_t chunks) {
   const sched::PlanRequest request = make_request(context, point, algorithm, chunks);
   // Ring collectives and hier are simulated while they are generated (the model terms are
-  // summed batch by batch); the other plans come whole, in one batch.
-  const bool streamed = sched::streams(request, static_cast<sched::RankId>(request.ranks.size()));
+  // summed batch by batch); the other plans come whole, registered in windows where they allow.
+  const bool streamed = sim::streams_exactly(*context.router, request);
   check_request_memory(context, request, streamed);
   sim::Options options;
   options.cancel = context.cancel;
@@ -67,16 +67,25 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
       context.progress(SimulationProgress{what, at, fraction});
     };
   }
-  const sim::Result result = symmetric ? sim::simulate(*context.router, request, options)
-                                       : sim::simulate_streaming(
-                                             *context.router, plan,
-                                             [&](std::function<void()> batch) {
-                                               sched::generate(*context.router, request, plan, [&] {
-                                                 if (context.model_terms) terms.add(plan);
-                                                 batch();
-                                               });
-                                             },
-                                             options);
+  auto whole = [&] {
+    plan = sched::generate(*context.router, request);
+    if (context.model_terms) terms.add(plan);
+    return sim::simulate(*context.router, plan, options);
+  };
+  auto stream = [&] {
+    return sim::simulate_streaming(
+        *context.router, plan,
+        [&](const std::function<void()>& batch) {
+          sched::generate(*context.router, request, plan, [&] {
+            if (context.model_terms) terms.add(plan);
+            batch();
+          });
+        },
+        options);
+  };
+  const sim::Result result = symmetric  ? sim::simulate(*context.router, request, options)
+                             : streamed ? stream()
+                                        : whole();
   if (result.stop == sim::StopReason::cancelled)
     throw Interrupted(
         fmt::format("interrupted (Ctrl-C) after {} events, at simulated time {}, of "
