@@ -21,6 +21,7 @@
 #include "schedules/closed_form.hpp"
 #include "schedules/generate.hpp"
 #include "sim/engine.hpp"
+#include "tools/huge_pages_option.hpp"
 #include "topology/error.hpp"
 #include "topology/huge_pages.hpp"
 #include "topology/loader.hpp"
@@ -95,7 +96,7 @@ int main(int argc, char** argv) {
   bool untied = false;
   bool stats = false;
   bool symmetry = false;
-  bool huge_pages = false;
+  std::string huge_pages = "hot";
   std::size_t window_ops = sim::Options{}.window_ops;
   std::string routing = "ecmp";
   std::string route_by = "auto";
@@ -152,11 +153,9 @@ int main(int argc, char** argv) {
                  "Register a whole plan in windows of at least this many ops "
                  "(sim::Options::window_ops; 0: every op at the start)")
       ->capture_default_str();
-  app.add_flag("--huge-pages", huge_pages,
-               "Ask for 2 MiB pages for the large arrays, as collsim --huge-pages")
-      ->envname("COLLSIM_HUGE_PAGES");
+  cli::add_huge_pages_option(app, huge_pages);
   CLI11_PARSE(app, argc, argv);
-  huge_pages::set_advised(huge_pages);
+  huge_pages::set_advice(cli::huge_pages_advice(huge_pages));
 
   try {
     const double bw = 100e9, lat = 1e-6, alpha = 2e-6, launch = 3e-6, mem = 2e12;

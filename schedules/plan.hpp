@@ -209,7 +209,7 @@ class Plan {
   RingColumn<std::array<std::uint64_t, 2>> reduce_;  // src, src2 of each reduce
   static constexpr std::uint32_t kManyDeps = 1u << 31;
   std::vector<std::uint32_t> dep_begin_{0};  // by group
-  HugeVector<OpId> deps_;
+  HugeVector<OpId, huge_pages::Use::cold> deps_;
   std::size_t num_deps_ = 0;
   // What drop_before freed. The rows and reduce_ are rings indexed by op id (reduce_ by reduce
   // index) that drop in place, so the first op kept is rows_.front(); the dependency groups and

@@ -20,7 +20,7 @@
 
 namespace collsim::sched {
 
-template <typename T>
+template <typename T, huge_pages::Use kUse = huge_pages::Use::cold>
 class RingColumn {
   static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
 
@@ -70,7 +70,7 @@ class RingColumn {
   }
 
   static T* allocate(std::uint64_t n) {
-    return static_cast<T*>(huge_pages::allocate(n * sizeof(T), alignof(T)));
+    return static_cast<T*>(huge_pages::allocate(n * sizeof(T), alignof(T), kUse));
   }
 
   // Copies the window from one ring to another, in runs contiguous in both; only the window,
@@ -100,7 +100,7 @@ class RingColumn {
     }
     const std::uint64_t old = capacity_;
     data_ = static_cast<T*>(
-        huge_pages::extend(data_, old * sizeof(T), capacity * sizeof(T), alignof(T)));
+        huge_pages::extend(data_, old * sizeof(T), capacity * sizeof(T), alignof(T), kUse));
     capacity_ = capacity;
     mask_ = capacity - 1;
     for (std::uint64_t i = front_; i < end_;) {

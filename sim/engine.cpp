@@ -242,7 +242,7 @@ class Engine {
   // A ring, as the plan's columns: a record is one masked index away. (Chunks of 2^17 records
   // found through a table touched less memory, but every access waited on the table's load
   // first, and the records are the hot loop's most frequent access: 5 % of the ring's time.)
-  sched::RingColumn<OpRecord> ops_;
+  sched::RingColumn<OpRecord, huge_pages::Use::hot> ops_;
   OpId ops_base_ = 0;
   OpId registered_ = 0;  // one past the last op added
   // The next batch must exist before an op numbered this or more completes: a streamed run's
@@ -334,7 +334,7 @@ class Engine {
   static_assert(sizeof(FlowInfo) == 32);
   // By FlowId, as many as the flow model's slots (new_flow()): the event loop's bounds checks
   // ask the model, which keeps the count, rather than divide this vector's byte size.
-  HugeVector<FlowInfo> flow_info_;
+  HugeVector<FlowInfo, huge_pages::Use::hot> flow_info_;
 
   CopyEngines copies_;
   struct AppliedChange {

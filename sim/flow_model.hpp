@@ -319,12 +319,12 @@ class FlowModel {
   void set_rate(Flow& flow, double rate);
   void mark_bottleneck(Flow& flow);
 
-  HugeVector<Flow> flows_;
+  HugeVector<Flow, huge_pages::Use::hot> flows_;
   // flows_.size(), kept apart: the prefetching hints ask for it several times an event, and a
   // vector of 192-byte records divides by 3 to answer.
   std::uint32_t slots_ = 0;
   std::vector<FlowId> free_;
-  HugeVector<Resource> res_;
+  HugeVector<Resource, huge_pages::Use::hot> res_;
   std::vector<double> bytes_;  // by resource
   std::vector<ResourceId> seeds_;
   std::vector<ResourceId> comp_res_;

@@ -8,6 +8,7 @@
 
 #include "tools/commands.hpp"
 #include "tools/exit_codes.hpp"
+#include "tools/huge_pages_option.hpp"
 #include "topology/error.hpp"
 #include "topology/huge_pages.hpp"
 
@@ -20,14 +21,11 @@ int run(int argc, char** argv) {
   app.set_version_flag("--version", "collsim 0.1.0");
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Log what collsim is doing to stderr");
-  bool huge_pages = false;
-  app.add_flag("--huge-pages", huge_pages,
-               "Ask Linux for 2 MiB pages for the large arrays (fewer TLB misses; slower first "
-               "touches on virtual machines that return freed memory to their host)")
-      ->envname("COLLSIM_HUGE_PAGES");
+  std::string huge_pages = "hot";
+  cli::add_huge_pages_option(app, huge_pages);
   app.parse_complete_callback([&] {
     spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
-    huge_pages::set_advised(huge_pages);
+    huge_pages::set_advice(cli::huge_pages_advice(huge_pages));
   });
   spdlog::set_pattern("collsim: %l: %v");
 

@@ -13,7 +13,7 @@ namespace collsim::huge_pages {
 
 namespace {
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
-std::atomic<bool> advice{false};
+std::atomic<Advice> advice_now{Advice::off};
 
 std::size_t rounded(std::size_t bytes) {
   return (bytes + kHugePage - 1) & ~(kHugePage - 1);
@@ -32,8 +32,8 @@ void heap_deallocate(void* p, std::size_t align) noexcept {
     ::operator delete(p);
 }
 
-void* copied(void* p, std::size_t old_bytes, std::size_t new_bytes, std::size_t align) {
-  void* grown = allocate(new_bytes, align);
+void* copied(void* p, std::size_t old_bytes, std::size_t new_bytes, std::size_t align, Use use) {
+  void* grown = allocate(new_bytes, align, use);
   if (p != nullptr) {
     std::memcpy(grown, p, old_bytes < new_bytes ? old_bytes : new_bytes);
     deallocate(p, old_bytes, align);
@@ -42,17 +42,17 @@ void* copied(void* p, std::size_t old_bytes, std::size_t new_bytes, std::size_t 
 }
 }  // namespace
 
-void set_advised(bool on) noexcept {
-  advice.store(on, std::memory_order_relaxed);
+void set_advice(Advice a) noexcept {
+  advice_now.store(a, std::memory_order_relaxed);
 }
 
-bool advised() noexcept {
-  return advice.load(std::memory_order_relaxed);
+Advice advice() noexcept {
+  return advice_now.load(std::memory_order_relaxed);
 }
 
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
 
-void* allocate(std::size_t bytes, std::size_t align) {
+void* allocate(std::size_t bytes, std::size_t align, Use use) {
   if (bytes < kThreshold) return heap_allocate(bytes, align);
   if (bytes > SIZE_MAX - 2 * kHugePage) throw std::bad_alloc();
   // Map a huge page more than needed, then unmap the ends so that what stays is aligned.
@@ -69,7 +69,8 @@ void* allocate(std::size_t bytes, std::size_t align) {
   if (lead > 0) munmap(base, lead);
   munmap(aligned + size, kHugePage - lead);  // the rest of the extra huge page, never empty
   // Advice only: where the kernel has huge pages off, the memory is ordinary pages.
-  if (advised()) madvise(aligned, size, MADV_HUGEPAGE);
+  if (const Advice a = advice(); a == Advice::all || (a == Advice::hot && use == Use::hot))
+    madvise(aligned, size, MADV_HUGEPAGE);
   return aligned;
 }
 
@@ -81,10 +82,10 @@ void deallocate(void* p, std::size_t bytes, std::size_t align) noexcept {
   munmap(p, rounded(bytes));
 }
 
-void* extend(void* p, std::size_t old_bytes, std::size_t new_bytes, std::size_t align) {
+void* extend(void* p, std::size_t old_bytes, std::size_t new_bytes, std::size_t align, Use use) {
   if (p == nullptr || old_bytes < kThreshold || new_bytes < old_bytes)
-    return copied(p, old_bytes, new_bytes, align);
-  void* grown = allocate(new_bytes, align);
+    return copied(p, old_bytes, new_bytes, align, use);
+  void* grown = allocate(new_bytes, align, use);
   // Both ends are huge-page aligned, so the kernel moves whole huge pages by their page tables.
   // The old pages replace the new mapping's first, never touched.
   if (mremap(p, rounded(old_bytes), rounded(old_bytes), MREMAP_MAYMOVE | MREMAP_FIXED, grown) ==
@@ -97,7 +98,7 @@ void* extend(void* p, std::size_t old_bytes, std::size_t new_bytes, std::size_t 
 
 #else
 
-void* allocate(std::size_t bytes, std::size_t align) {
+void* allocate(std::size_t bytes, std::size_t align, Use) {
   return heap_allocate(bytes, align);
 }
 
@@ -105,8 +106,8 @@ void deallocate(void* p, std::size_t, std::size_t align) noexcept {
   heap_deallocate(p, align);
 }
 
-void* extend(void* p, std::size_t old_bytes, std::size_t new_bytes, std::size_t align) {
-  return copied(p, old_bytes, new_bytes, align);
+void* extend(void* p, std::size_t old_bytes, std::size_t new_bytes, std::size_t align, Use use) {
+  return copied(p, old_bytes, new_bytes, align, use);
 }
 
 #endif

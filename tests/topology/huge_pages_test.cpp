@@ -39,30 +39,51 @@ std::optional<bool> advised_huge(const void* p) {
 }
 
 struct AdviceRestored {
-  bool before = huge_pages::advised();
-  ~AdviceRestored() { huge_pages::set_advised(before); }
+  huge_pages::Advice before = huge_pages::advice();
+  ~AdviceRestored() { huge_pages::set_advice(before); }
 };
+
+using huge_pages::Advice;
+using huge_pages::Use;
+
+// Checks the kernel's record of the advice for the mapping holding `p`, where it keeps one.
+void check_advice(const void* p, bool expected) {
+  const std::optional<bool> flagged = advised_huge(p);
+  if (!flagged) WARN("no VmFlags in /proc/self/smaps; the advice is not checked");
+#if defined(__linux__)
+  else
+    CHECK(*flagged == expected);
+#endif
+}
 }  // namespace
 
-TEST_CASE("large mappings ask for huge pages only when told to") {
+TEST_CASE("large mappings ask for huge pages only when told to, and hot ones first") {
   const AdviceRestored restore;
-  CHECK_FALSE(restore.before);  // the default: no advice
-  for (const bool on : {false, true}) {
-    huge_pages::set_advised(on);
-    HugeVector<std::uint64_t> v(huge_pages::kThreshold / sizeof(std::uint64_t) + 1, 5);
-    CHECK(aligned_to(v.data(), std::size_t{2} << 20));
-    const std::optional<bool> flagged = advised_huge(v.data());
-    if (!flagged) WARN("no VmFlags in /proc/self/smaps; the advice is not checked");
-#if defined(__linux__)
-    else
-      CHECK(*flagged == on);
-#endif
-    CHECK(v.back() == 5);
+  CHECK(restore.before == Advice::off);  // the library's default: no advice
+  for (const Advice advice : {Advice::off, Advice::hot, Advice::all}) {
+    INFO("advice " << static_cast<int>(advice));
+    huge_pages::set_advice(advice);
+    HugeVector<std::uint64_t, Use::cold> cold(huge_pages::kThreshold / sizeof(std::uint64_t) + 1,
+                                              5);
+    HugeVector<std::uint64_t, Use::hot> hot(huge_pages::kThreshold / sizeof(std::uint64_t) + 1, 6);
+    CHECK(aligned_to(cold.data(), std::size_t{2} << 20));
+    CHECK(aligned_to(hot.data(), std::size_t{2} << 20));
+    check_advice(cold.data(), advice == Advice::all);
+    check_advice(hot.data(), advice != Advice::off);
+    // A grown block keeps its use: extend() maps the larger block afresh.
+    const std::size_t bytes = huge_pages::kThreshold;
+    auto* block = static_cast<std::uint64_t*>(huge_pages::allocate(bytes, 8, Use::hot));
+    block[bytes / 8 - 1] = 7;
+    block = static_cast<std::uint64_t*>(huge_pages::extend(block, bytes, 2 * bytes, 8, Use::hot));
+    check_advice(block, advice != Advice::off);
+    CHECK(block[bytes / 8 - 1] == 7);
+    huge_pages::deallocate(block, 2 * bytes, 8);
+    CHECK(cold.back() == 5);
   }
 }
 
 TEST_CASE("huge vectors hold their values across growth and shrink") {
-  HugeVector<std::uint32_t> v;
+  HugeVector<std::uint32_t, Use::cold> v;
   // Past the threshold several times over, so that storage moves from the heap to mappings and
   // between mappings.
   const std::size_t n = 3 * huge_pages::kThreshold / sizeof(std::uint32_t) + 12345;
@@ -77,13 +98,13 @@ TEST_CASE("huge vectors hold their values across growth and shrink") {
 }
 
 TEST_CASE("over-aligned elements keep their alignment, small or large") {
-  HugeVector<Line> small(3);
+  HugeVector<Line, Use::hot> small(3);
   CHECK(aligned_to(small.data(), 64));
-  HugeVector<Line> large(huge_pages::kThreshold / sizeof(Line) + 1);
+  HugeVector<Line, Use::hot> large(huge_pages::kThreshold / sizeof(Line) + 1);
   CHECK(aligned_to(large.data(), 64));
   large.back().v[7] = 1.5;
   CHECK(large.back().v[7] == 1.5);
-  HugeVector<Line> copy = large;
+  HugeVector<Line, Use::hot> copy = large;
   CHECK(copy.back().v[7] == 1.5);
 }
 
@@ -93,12 +114,14 @@ TEST_CASE("extending an allocation keeps its contents, from the heap to mappings
   const std::size_t sizes[] = {4096, huge_pages::kThreshold - 64, huge_pages::kThreshold + 4096,
                                3 * huge_pages::kThreshold + 1000, 8 * huge_pages::kThreshold};
   std::size_t bytes = 64;
-  auto* p = static_cast<std::uint64_t*>(huge_pages::allocate(bytes, alignof(std::uint64_t)));
+  auto* p =
+      static_cast<std::uint64_t*>(huge_pages::allocate(bytes, alignof(std::uint64_t), Use::cold));
   std::uint64_t filled = 0;  // words written so far, each its own index times a constant
   for (std::size_t next : sizes) {
     for (; filled < bytes / sizeof(std::uint64_t); ++filled)
       p[filled] = filled * 0x9E3779B97F4A7C15;
-    p = static_cast<std::uint64_t*>(huge_pages::extend(p, bytes, next, alignof(std::uint64_t)));
+    p = static_cast<std::uint64_t*>(
+        huge_pages::extend(p, bytes, next, alignof(std::uint64_t), Use::cold));
     std::size_t wrong = 0;
     for (std::uint64_t i = 0; i < filled; ++i) wrong += p[i] != i * 0x9E3779B97F4A7C15;
     REQUIRE(wrong == 0);
@@ -109,7 +132,8 @@ TEST_CASE("extending an allocation keeps its contents, from the heap to mappings
   }
   // Asked to shrink, it keeps what fits.
   const std::size_t smaller = huge_pages::kThreshold / 2;
-  p = static_cast<std::uint64_t*>(huge_pages::extend(p, bytes, smaller, alignof(std::uint64_t)));
+  p = static_cast<std::uint64_t*>(
+      huge_pages::extend(p, bytes, smaller, alignof(std::uint64_t), Use::cold));
   std::size_t wrong = 0;
   for (std::uint64_t i = 0; i < smaller / sizeof(std::uint64_t); ++i)
     wrong += p[i] != i * 0x9E3779B97F4A7C15;
