@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -301,7 +302,27 @@ class Engine {
   // hot loop.
   std::vector<double> rank_alpha_, rank_launch_, rank_event_;
   std::vector<ResourceId> rank_memory_;
-  bool event_latency_ = false;      // some rank's is non-zero
+  bool event_latency_ = false;  // some rank's is non-zero
+  // A streamed run on GPUs with an event latency: a batch's op may wait, across streams, for an
+  // op that finished before the batch existed (hier's last phase waits for reductions of the
+  // phase before), and must still wait out the latency from that op's end. So the ops finished
+  // within the longest latency are kept with their end and the (rank, stream) that ran them;
+  // older ones have been released, whatever the latency. Stream predecessors need nothing of
+  // this: an op of a later batch also waits for an op of the batch before, which ends after the
+  // batch is registered, so on another stream its latency ends later, and on the same stream it
+  // is the stream predecessor.
+  struct Finished {
+    double end;
+    RankId rank;
+    sched::StreamId stream;
+  };
+  bool keep_finished_ = false;
+  double longest_event_latency_ = 0;
+  std::unordered_map<OpId, Finished> finished_;
+  std::deque<std::pair<double, OpId>> finished_order_;  // by end
+  void remember_finished(OpId op);
+  // Whether `to`, being registered, waits for the done op `from`'s release: queued then.
+  bool release_pending(OpId from, OpId to);
   bool grant_queued_ = false;       // a copy_grant event is queued
   bool share_per_instant_ = false;  // Options::share_per_instant, unless copies may queue
   bool track_ = false;
@@ -607,6 +628,8 @@ void Engine::link(OpId from, OpId to, bool later) {
       if (state(d) != OpState::done) {
         ++r.pending;
         add_successor(d, op);
+      } else if (keep_finished_ && release_pending(d, op)) {
+        ++r.pending;
       }
     // Nothing of a later batch can have been ready before it was added (Builder::end_batch).
     if (later && r.pending == 0)
@@ -873,6 +896,7 @@ void Engine::complete(OpId op) {
   ++done_;
   if (!extra_.empty() && has_extra(rec(op))) extra_.erase(op);
   last_end_ = now_;
+  if (keep_finished_) remember_finished(op);
   if (track_) {
     timing_[op].end = now_;
     if (observer_) observer_->on_op_end(op, now_);
@@ -905,6 +929,29 @@ bool Engine::delay_release(OpId from, OpId to) {
   if (latency <= 0 || (rec(ran).rank == rec(to).rank && rec(ran).stream == rec(to).stream))
     return false;
   queue_.push(now_ + latency, EventKind::release, to);
+  return true;
+}
+
+void Engine::remember_finished(OpId op) {
+  const OpRecord& r = rec(op);
+  const OpRecord& ran = r.kind == OpKind::send ? rec(r.partner) : r;  // as delay_release()
+  finished_.emplace(op, Finished{now_, ran.rank, ran.stream});
+  finished_order_.emplace_back(now_, op);
+  while (finished_order_.front().first + longest_event_latency_ < now_) {
+    finished_.erase(finished_order_.front().second);
+    finished_order_.pop_front();
+  }
+}
+
+bool Engine::release_pending(OpId from, OpId to) {
+  const auto it = finished_.find(from);
+  if (it == finished_.end()) return false;
+  const Finished& f = it->second;
+  const double latency = rank_event_[rec(to).rank];
+  if (latency <= 0 || (f.rank == rec(to).rank && f.stream == rec(to).stream) ||
+      f.end + latency <= now_)
+    return false;
+  queue_.push(f.end + latency, EventKind::release, to);
   return true;
 }
 
@@ -1067,6 +1114,7 @@ void Engine::setup() {
     rank_launch_[r] = gpu.launch_latency;
     rank_event_[r] = gpu.event_latency;
     event_latency_ |= gpu.event_latency > 0;
+    longest_event_latency_ = std::max(longest_event_latency_, gpu.event_latency);
     if (gpu.memory_owner != topo::kNoNode &&
         (gpu.memory_owner >= topo_.num_nodes() ||
          topo_.node(gpu.memory_owner).kind != topo::NodeKind::gpu))
@@ -1075,6 +1123,7 @@ void Engine::setup() {
     rank_memory_[r] =
         map_.memory(gpu.memory_owner != topo::kNoNode ? gpu.memory_owner : plan_.rank_gpu[r]);
   }
+  keep_finished_ = growing_ != nullptr && event_latency_;
 
   flows_.reset(capacities());
   flows_.report_touched(observer_ != nullptr);
@@ -1420,10 +1469,7 @@ Result simulate_generated(const topo::Router& router, const sched::PlanRequest& 
 bool streams_exactly(const topo::Router& router, const sched::PlanRequest& request) {
   const topo::Topology& t = router.topology();
   const std::vector<topo::NodeId>& ranks = request.ranks.empty() ? t.gpus() : request.ranks;
-  if (!sched::streams(request, static_cast<sched::RankId>(ranks.size()))) return false;
-  if (request.algorithm != sched::Algorithm::hier) return true;
-  return std::none_of(ranks.begin(), ranks.end(),
-                      [&](topo::NodeId g) { return t.node(g).event_latency > 0; });
+  return sched::streams(request, static_cast<sched::RankId>(ranks.size()));
 }
 
 Result simulate(const topo::Router& router, const sched::PlanRequest& request,

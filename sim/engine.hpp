@@ -148,11 +148,11 @@ Result simulate_streaming(const topo::Router& router, sched::Plan& plan,
                           const std::function<void(std::function<void()>)>& build,
                           const Options& options = {});
 
-// Whether a streamed run of `request` is the whole plan's, bit for bit: the generator streams it
-// (sched::streams), and it is not a hier allreduce on GPUs with an event latency. Hier ends
-// batches where an op of the next batch may also wait, across streams, for an op that has
-// finished already, whose event latency the engine would then not see (the windows of a whole
-// plan wait for every such op: sim/plan_windows.hpp).
+// Whether a streamed run of `request` is the whole plan's, bit for bit: whether the generator
+// streams it (sched::streams). Times are the same to the last digit, per op too; the one
+// difference is a count: on GPUs with an event latency, a batch's op that waits across streams
+// for an op finished more than the latency before the batch existed (hier's last phase does)
+// has nothing left to wait for, so the streamed run queues no release event for it.
 bool streams_exactly(const topo::Router& router, const sched::PlanRequest& request);
 
 // Generates and simulates `request`: streamed where streams_exactly() and no observer is set,

@@ -18,9 +18,8 @@
 //   events = 1.5 x ops   (measured 1.2 on ring allreduce: a transfer is one or two events)
 //   memory = 96 B x ops  (measured 80 B of peak RSS per op: plan, engine state and queue)
 //
-// A streamed run (sim::streams_exactly: ring collectives, and hier allreduce on GPUs without an
-// event latency, simulated while generated) holds only the ops between the oldest unfinished one
-// and the newest step. On a
+// A streamed run (sim::streams_exactly: ring collectives and hier allreduce, simulated while
+// generated) holds only the ops between the oldest unfinished one and the newest step. On a
 // machine whose links differ, ranks upstream of a slower link run ahead of it (per-channel flow
 // control would not stop that: the lead grows by its bound per hop, docs/performance.md), so
 // that window is a share of the plan that grows during the run, not a fixed number of steps.

@@ -2,6 +2,7 @@
 // between streams, and virtual ranks that share one physical memory. Each expected time is the
 // closed form written next to it.
 #include <catch2/catch.hpp>
+#include <functional>
 
 #include "sim/engine.hpp"
 #include "tests/sim/sim_fixtures.hpp"
@@ -80,6 +81,47 @@ TEST_CASE("event latency: a transfer ends on the receiver's stream, the sender h
   CHECK(op_end(r, after_recv) == Approx(transfer + 1e-6).epsilon(1e-12));
   CHECK(op_end(r, after_send) == Approx(transfer + kEvent + 1e-6).epsilon(1e-12));
   CHECK(r.time == Approx(transfer + kEvent + 1e-6).epsilon(1e-12));
+}
+
+TEST_CASE("event latency: a streamed batch waits it out after ops that ended before it existed",
+          "[sim][event][streaming]") {
+  // Batch 1: a on stream 0 and e on stream 1 of rank 0, 1 us each, and a transfer on stream 2
+  // from rank 0 to rank 1, 1 us to 1.5 us. Batch 2: c after e on rank 0's stream 1 (1 us to
+  // 2 us), c2 after the recv on rank 1's stream 2 (1.5 us to 2.5 us). The engine registers
+  // batch 3 just before c completes, at 1.5 us, after a and the transfer have ended but within
+  // the latency. Batch 3: b after c, also waiting for a, across streams: the latency from a's
+  // end; b2 after c2, also waiting for the send, which ran on b2's stream (a transfer runs on
+  // its receiver's): no latency.
+  const TwoGpus t(kEvent);
+  const Bytes bytes = 5000;  // 0.5 us on the 10 GB/s link, after its 1 us latency
+  sched::OpId a = 0, b = 0, b2 = 0;
+  const auto build = [&](sched::Plan& plan, const std::function<void()>& batch) {
+    a = plan.add(test::delay_op(0, 1e-6, 0));
+    const auto e = plan.add(test::delay_op(0, 1e-6, 1));
+    const auto send = add_transfer(plan, 0, 1, bytes, {}, {}, 2).send;
+    batch();
+    plan.add(test::delay_op(0, 1e-6, 1), {e});
+    plan.add(test::delay_op(1, 1e-6, 2));
+    batch();
+    b = plan.add(test::delay_op(0, 1e-6, 1), {a});
+    b2 = plan.add(test::delay_op(1, 1e-6, 2), {send});
+    batch();
+  };
+  const topo::Router router(t.topology);
+  sim::Options options;
+  options.record_ops = true;
+  sched::Plan whole = t.plan();
+  build(whole, [] {});
+  const sim::Result expected = sim::simulate(router, whole, options);
+  sched::Plan growing = t.plan();
+  const sim::Result streamed = sim::simulate_streaming(
+      router, growing, [&](const std::function<void()>& batch) { build(growing, batch); }, options);
+  const double transfer = 1e-6 + static_cast<double>(bytes) / 10e9;
+  CHECK(op_end(expected, b) == Approx(1e-6 + kEvent + 1e-6).epsilon(1e-12));
+  CHECK(op_end(expected, b2) == Approx(transfer + 2e-6).epsilon(1e-12));
+  CHECK(op_end(streamed, b) == op_end(expected, b));
+  CHECK(op_end(streamed, b2) == op_end(expected, b2));
+  CHECK(streamed.events == expected.events);
 }
 
 TEST_CASE("memory owner: virtual ranks on one device share its memory", "[sim][memory]") {
