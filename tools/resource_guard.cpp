@@ -111,6 +111,24 @@ bool staged_transfers(const topo::Topology& topology, std::span<const topo::Node
   return false;
 }
 
+double whole_bytes_per_op(sched::Algorithm algorithm) {
+  switch (algorithm) {
+    case sched::Algorithm::tree:
+      return 192;
+    case sched::Algorithm::rhd:
+      return 128;
+    case sched::Algorithm::direct:
+      return 144;
+    case sched::Algorithm::rd:
+      return 112;
+    case sched::Algorithm::ring:
+    case sched::Algorithm::hier:
+    case sched::Algorithm::naive:
+      break;
+  }
+  return static_cast<double>(kBytesPerOp);
+}
+
 Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std::uint64_t ranks,
                   std::uint64_t chunks, std::uint64_t servers, bool staged, bool streamed) {
   const double p = static_cast<double>(std::max<std::uint64_t>(1, ranks));
@@ -123,6 +141,7 @@ Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std:
                         p * k +
                     p;
   e.events = kEventsPerOp * e.ops;
+  e.bytes_per_op = whole_bytes_per_op(algorithm);
   double held = e.ops;
   if (streamed && p > 1) {
     // 16 steps and a fifth of the plan (see resource_guard.hpp). Hier: rings of g inside the

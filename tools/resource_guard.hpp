@@ -16,7 +16,14 @@
 //
 //   ops    = coefficient x p x k + p   (p = 1: k, one local copy per chunk)
 //   events = 1.5 x ops   (measured 1.2 on ring allreduce: a transfer is one or two events)
-//   memory = 96 B x ops  (measured 80 B of peak RSS per op: plan, engine state and queue)
+//   memory = B x ops, B by algorithm (whole_bytes_per_op): peak RSS above the loaded topology,
+//            per estimated op, measured on the rail-optimised cluster at k = 8, 1 GiB:
+//     tree   152 B at p = 1024 and 4096, 147 at 16,384, 162 at 131,072    -> 192 B
+//            (every chunk in flight at once: all the engine's records, successor lists)
+//     rhd    108-110 B at p = 1024 and 4096                               -> 128 B
+//     direct 119 B at p = 64, k = 8; 75 B at k = 64                       -> 144 B
+//     rd     93-94 B at p = 1024 and 4096                                 -> 112 B
+//     others 96 B (whole ring: 37 B, registered in windows of ops in flight)
 //
 // A streamed run (sim::streams_exactly: ring collectives and hier allreduce, simulated while
 // generated) holds only the ops between the oldest unfinished one and the newest step. On a
@@ -53,7 +60,9 @@
 
 namespace collsim::cli {
 
-inline constexpr std::uint64_t kBytesPerOp = 96;
+inline constexpr std::uint64_t kBytesPerOp = 96;  // whole plans of algorithms not listed below
+// Bytes per op of a whole plan of `algorithm` (see the table above).
+double whole_bytes_per_op(sched::Algorithm algorithm);
 inline constexpr std::uint64_t kStreamedBytesPerOp = 64;
 inline constexpr double kEventsPerOp = 1.5;
 
@@ -61,7 +70,7 @@ struct Estimate {
   double ops = 0;  // double: p^2 k for 100 000 ranks overflows nothing and is compared, not used
   double events = 0;
   double held = 0;  // ops in memory at once: all of them, unless the run is streamed
-  double bytes_per_op = kBytesPerOp;  // kStreamedBytesPerOp when streamed
+  double bytes_per_op = kBytesPerOp;  // whole_bytes_per_op, or kStreamedBytesPerOp when streamed
   double bytes = 0;
 };
 
