@@ -23,6 +23,7 @@ struct Outcome {
   int exit_code = -1;      // valid when the process exited
   int signal = 0;          // non-zero when a signal ended it (a crash or an abort)
   bool timed_out = false;  // the hang guard killed it
+  double peak_rss = 0;     // bytes of resident memory at the most, when it ended by itself
   std::string out;
   std::string err;
 };
@@ -120,8 +121,12 @@ inline Outcome run_process(
   const auto deadline = started + hang_guard;
   bool interrupted = false;
   for (;;) {
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
+    rusage usage{};
+    const pid_t r = ::wait4(pid, &status, WNOHANG, &usage);
+    if (r == pid) {
+      o.peak_rss = static_cast<double>(usage.ru_maxrss) * 1024;  // KiB on Linux
+      break;
+    }
     if (interrupt_after.count() > 0 && !interrupted &&
         std::chrono::steady_clock::now() > started + interrupt_after && catches_sigint(pid)) {
       ::kill(pid, SIGINT);

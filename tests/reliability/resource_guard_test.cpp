@@ -2,22 +2,17 @@
 // Ctrl-C flag as the engine sees it.
 #include "tools/resource_guard.hpp"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <csignal>
 #include <functional>
-#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "schedules/generate.hpp"
 #include "sim/engine.hpp"
+#include "tests/reliability/process.hpp"
 #include "topology/error.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
@@ -34,29 +29,6 @@ std::uint64_t servers_of(const topo::Topology& t, const std::vector<topo::NodeId
   for (topo::NodeId g : ranks)
     if (t.node(g).server != topo::kNone) servers.insert(t.node(g).server);
   return servers.size();
-}
-
-// The peak resident memory of one run of the collsim binary with `args`, in bytes; nothing if it
-// could not be started. Its output goes to /dev/null; `status` receives its exit status.
-std::optional<double> peak_rss(std::vector<std::string> args, int& status) {
-  args.insert(args.begin(), COLLSIM_BINARY);
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t files;
-  posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_addopen(&files, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&files, 2, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  const int started = posix_spawn(&pid, COLLSIM_BINARY, &files, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&files);
-  if (started != 0) return std::nullopt;
-  int raw = 0;
-  rusage usage{};
-  if (wait4(pid, &raw, 0, &usage) != pid) return std::nullopt;
-  status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return static_cast<double>(usage.ru_maxrss) * 1024;  // KiB on Linux
 }
 
 }  // namespace
@@ -255,10 +227,10 @@ TEST_CASE("a streamed ring is estimated at its window, above what it was measure
 }
 
 TEST_CASE("a whole plan's peak memory stays under its estimate", "[reliability][resources]") {
-#if defined(__SANITIZE_ADDRESS__)
-  WARN("not measured under AddressSanitizer, whose shadow memory and quarantine dwarf the plan");
-  return;
-#endif
+  if (reliability::kSanitized) {
+    WARN("not measured under AddressSanitizer, whose shadow memory and quarantine dwarf the plan");
+    return;
+  }
   // The algorithms that run whole, on the rail-optimised cluster as the command line runs them
   // (direct's p^2 k ops take seconds to simulate at 64 GPUs, and at 32 are lost in the noise).
   // The baseline is the same command refused by --max-memory after loading the topology, so
@@ -282,17 +254,14 @@ TEST_CASE("a whole plan's peak memory stays under its estimate", "[reliability][
         estimate(sched::Collective::allreduce, c.algorithm, c.p, 8, c.servers, false);
     std::vector<std::string> refused = args;
     refused.insert(refused.end(), {"--max-memory", "4MiB"});
-    int status = -1, refused_status = -1;
-    const std::optional<double> peak = peak_rss(args, status);
-    const std::optional<double> base = peak_rss(refused, refused_status);
-    REQUIRE(peak);
-    REQUIRE(base);
-    INFO(c.name << ": estimate " << e.bytes / (1 << 20) << " MiB, peak " << *peak / (1 << 20)
-                << " MiB, of which before the plan " << *base / (1 << 20) << " MiB");
-    CHECK(status == 0);
-    CHECK(refused_status == 2);
-    CHECK(*peak > *base);
-    CHECK(*peak - *base <= e.bytes);
+    const reliability::Outcome run = reliability::run_process(args);
+    const reliability::Outcome base = reliability::run_process(refused);
+    INFO(c.name << ": estimate " << e.bytes / (1 << 20) << " MiB, peak " << run.peak_rss / (1 << 20)
+                << " MiB, of which before the plan " << base.peak_rss / (1 << 20) << " MiB");
+    REQUIRE(run.exit_code == 0);
+    REQUIRE(base.exit_code == 2);
+    CHECK(run.peak_rss > base.peak_rss);
+    CHECK(run.peak_rss - base.peak_rss <= e.bytes);
   }
 }
 
