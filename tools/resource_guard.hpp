@@ -60,11 +60,11 @@
 
 namespace collsim::cli {
 
-inline constexpr std::uint64_t kBytesPerOp = 96;  // whole plans of algorithms not listed below
-// Bytes per op of a whole plan of `algorithm` (see the table above).
-double whole_bytes_per_op(sched::Algorithm algorithm);
+inline constexpr std::uint64_t kBytesPerOp = 96;  // a whole plan's, for ring, hier and naive
 inline constexpr std::uint64_t kStreamedBytesPerOp = 64;
 inline constexpr double kEventsPerOp = 1.5;
+// Bytes per op of a whole plan of `algorithm` (the table above).
+double whole_bytes_per_op(sched::Algorithm algorithm);
 
 struct Estimate {
   double ops = 0;  // double: p^2 k for 100 000 ranks overflows nothing and is compared, not used
