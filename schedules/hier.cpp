@@ -172,6 +172,8 @@ void groups_allgather(Builder& b, const std::vector<std::vector<RankId>>& groups
 void hierarchical(Builder& b, const Job& job, const std::vector<std::vector<RankId>>& servers) {
   if (job.collective != Collective::allreduce)
     throw InternalError("hier: collective not dispatched");
+  // Phase 3 waits for phase 2's reductions, finished before the rail allgather between them.
+  b.plan().waits_on_finished = true;
   const auto S = static_cast<std::uint32_t>(servers.size());
   const auto g = static_cast<std::uint32_t>(servers.front().size());
   const std::uint32_t k = job.k;

@@ -110,6 +110,12 @@ class Plan {
   // image there: a send from r to q = q0 + i * rotation pairs with q0's recv from r - i *
   // rotation. The engine simulates such a plan once per orbit of ranks (sim/rotation.hpp).
   RankId rotation = 0;
+  // Whether the generator may end a batch where an op of a later batch waits for an op that has
+  // finished by the time that batch exists (hier's last phase waits for reductions two phases
+  // back). A streamed run on GPUs with an event latency then keeps the ends of recent ops, to
+  // delay such waits by the latency as the whole plan would (sim/engine.cpp); other plans'
+  // streamed runs need not pay for that.
+  bool waits_on_finished = false;
 
   RankId num_ranks() const { return static_cast<RankId>(rank_gpu.size()); }
   // The ranks whose ops the plan holds: rotation, or every rank.

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -305,22 +304,22 @@ class Engine {
   bool event_latency_ = false;  // some rank's is non-zero
   // A streamed run on GPUs with an event latency: a batch's op may wait, across streams, for an
   // op that finished before the batch existed (hier's last phase waits for reductions of the
-  // phase before), and must still wait out the latency from that op's end. So the ops finished
-  // within the longest latency are kept with their end and the (rank, stream) that ran them;
-  // older ones have been released, whatever the latency. Stream predecessors need nothing of
-  // this: an op of a later batch also waits for an op of the batch before, which ends after the
-  // batch is registered, so on another stream its latency ends later, and on the same stream it
-  // is the stream predecessor.
+  // phase before; Plan::waits_on_finished), and must still wait out the latency from that op's
+  // end. So such a run keeps, by op, the end and the (rank, stream) that ran it, from before
+  // the oldest unfinished op back to where every op ended more than the longest latency ago:
+  // those have been released, whatever the latency. It costs a cache miss per op (rings spent
+  // 20-40 % more time), so plans that do not declare such waits do without. Stream
+  // predecessors need nothing of this: an op of a later batch also waits for an op of the
+  // batch before, which ends after the batch is registered, so on another stream its latency
+  // ends later, and on the same stream it is the stream predecessor.
   struct Finished {
-    double end;
-    RankId rank;
-    sched::StreamId stream;
+    double end = -1;  // unfinished
+    RankId rank = 0;
+    sched::StreamId stream = 0;
   };
   bool keep_finished_ = false;
   double longest_event_latency_ = 0;
-  std::unordered_map<OpId, Finished> finished_;
-  std::deque<std::pair<double, OpId>> finished_order_;  // by end
-  void remember_finished(OpId op);
+  sched::RingColumn<Finished> finished_;
   // Whether `to`, being registered, waits for the done op `from`'s release: queued then.
   bool release_pending(OpId from, OpId to);
   bool grant_queued_ = false;       // a copy_grant event is queued
@@ -896,7 +895,10 @@ void Engine::complete(OpId op) {
   ++done_;
   if (!extra_.empty() && has_extra(rec(op))) extra_.erase(op);
   last_end_ = now_;
-  if (keep_finished_) remember_finished(op);
+  if (keep_finished_) {
+    const OpRecord& ran = rec(op).kind == OpKind::send ? rec(rec(op).partner) : rec(op);
+    finished_[op] = Finished{now_, ran.rank, ran.stream};  // as delay_release() sees it
+  }
   if (track_) {
     timing_[op].end = now_;
     if (observer_) observer_->on_op_end(op, now_);
@@ -932,21 +934,9 @@ bool Engine::delay_release(OpId from, OpId to) {
   return true;
 }
 
-void Engine::remember_finished(OpId op) {
-  const OpRecord& r = rec(op);
-  const OpRecord& ran = r.kind == OpKind::send ? rec(r.partner) : r;  // as delay_release()
-  finished_.emplace(op, Finished{now_, ran.rank, ran.stream});
-  finished_order_.emplace_back(now_, op);
-  while (finished_order_.front().first + longest_event_latency_ < now_) {
-    finished_.erase(finished_order_.front().second);
-    finished_order_.pop_front();
-  }
-}
-
 bool Engine::release_pending(OpId from, OpId to) {
-  const auto it = finished_.find(from);
-  if (it == finished_.end()) return false;
-  const Finished& f = it->second;
+  if (from < finished_.front()) return false;
+  const Finished& f = finished_[from];
   const double latency = rank_event_[rec(to).rank];
   if (latency <= 0 || (f.rank == rec(to).rank && f.stream == rec(to).stream) ||
       f.end + latency <= now_)
@@ -1123,7 +1113,7 @@ void Engine::setup() {
     rank_memory_[r] =
         map_.memory(gpu.memory_owner != topo::kNoNode ? gpu.memory_owner : plan_.rank_gpu[r]);
   }
-  keep_finished_ = growing_ != nullptr && event_latency_;
+  keep_finished_ = growing_ != nullptr && event_latency_ && plan_.waits_on_finished;
 
   flows_.reset(capacities());
   flows_.report_touched(observer_ != nullptr);
@@ -1192,6 +1182,8 @@ void Engine::add_ops(OpId end) {
     setup();
     share_per_instant_ = options_.share_per_instant;
   }
+  if (keep_finished_)
+    while (finished_.end() < end) finished_.emplace_back();
   share_routes();
   if (share_per_instant_ && queues) {
     // Re-sharing once per instant computes the same rates in another order, so they can differ
@@ -1386,6 +1378,11 @@ void Engine::forget_finished() {
   while (unfinished_ < registered_ && state(unfinished_) == OpState::done) ++unfinished_;
   ops_base_ = unfinished_;
   ops_.drop_before(ops_base_);
+  if (keep_finished_) {
+    OpId kept = finished_.front();
+    while (kept < ops_base_ && finished_[kept].end + longest_event_latency_ < now_) ++kept;
+    finished_.drop_before(kept);
+  }
 }
 
 Result Engine::run() {

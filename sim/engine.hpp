@@ -151,8 +151,9 @@ Result simulate_streaming(const topo::Router& router, sched::Plan& plan,
 // Whether a streamed run of `request` is the whole plan's, bit for bit: whether the generator
 // streams it (sched::streams). Times are the same to the last digit, per op too; the one
 // difference is a count: on GPUs with an event latency, a batch's op that waits across streams
-// for an op finished more than the latency before the batch existed (hier's last phase does)
-// has nothing left to wait for, so the streamed run queues no release event for it.
+// for an op finished more than the latency before the batch existed (hier's last phase does:
+// Plan::waits_on_finished) has nothing left to wait for, so the streamed run queues no release
+// event for it.
 bool streams_exactly(const topo::Router& router, const sched::PlanRequest& request);
 
 // Generates and simulates `request`: streamed where streams_exactly() and no observer is set,

@@ -96,6 +96,7 @@ TEST_CASE("event latency: a streamed batch waits it out after ops that ended bef
   const Bytes bytes = 5000;  // 0.5 us on the 10 GB/s link, after its 1 us latency
   sched::OpId a = 0, b = 0, b2 = 0;
   const auto build = [&](sched::Plan& plan, const std::function<void()>& batch) {
+    plan.waits_on_finished = true;  // b and b2 do
     a = plan.add(test::delay_op(0, 1e-6, 0));
     const auto e = plan.add(test::delay_op(0, 1e-6, 1));
     const auto send = add_transfer(plan, 0, 1, bytes, {}, {}, 2).send;
