@@ -218,15 +218,18 @@ topo::Topology load_topology(const std::string& path, std::uint64_t limit) {
 }
 
 void check_memory(const Estimate& e, unsigned concurrent, std::uint64_t limit,
-                  const std::string& what) {
+                  const std::string& what, double taken) {
   const double jobs = std::max(1u, concurrent);
   const double need = e.bytes * jobs;
-  if (need <= static_cast<double>(limit)) return;
+  if (taken + need <= static_cast<double>(limit)) return;
   const std::string threads =
       concurrent > 1 ? fmt::format(" on each of {} threads", concurrent) : std::string();
+  const std::string beside =
+      taken > 0 ? fmt::format(", besides about {} for the topology", format_size_estimate(taken))
+                : std::string();
   throw InputError(
       "", "--max-memory",
-      fmt::format("{} needs about {}{} ({} at {} B each, {:.3g} events), "
+      fmt::format("{} needs about {}{} ({} at {} B each, {:.3g} events){}, "
                   "more than the limit of {}; use fewer chunks or ranks{}, or raise "
                   "--max-memory if the machine has the memory",
                   what, format_size_estimate(e.bytes), threads,
@@ -235,7 +238,8 @@ void check_memory(const Estimate& e, unsigned concurrent, std::uint64_t limit,
                                     "ops held at once",
                                     e.held, e.ops)
                       : fmt::format("an estimated {:.3g} ops", e.ops),
-                  e.bytes_per_op, e.events, format_size_estimate(static_cast<double>(limit)),
+                  e.bytes_per_op, e.events, beside,
+                  format_size_estimate(static_cast<double>(limit)),
                   concurrent > 1 ? " or fewer --jobs" : ""));
 }
 

@@ -102,10 +102,10 @@ std::uint64_t max_memory_limit(const std::string& text);
 // bytes (topo::LoadOptions::max_memory).
 topo::Topology load_topology(const std::string& path, std::uint64_t limit);
 // Throws InputError naming the estimate and the limit when `concurrent` requests of estimate
-// `e` would not fit in `limit` bytes. `what` names the request ("ring allreduce, 1024 ranks,
-// k = 64").
+// `e` would not fit in `limit` bytes beside `taken` bytes held already (the loaded topology,
+// shared by them all). `what` names the request ("ring allreduce, 1024 ranks, k = 64").
 void check_memory(const Estimate& e, unsigned concurrent, std::uint64_t limit,
-                  const std::string& what);
+                  const std::string& what, double taken = 0);
 // Caps the address space at `limit` plus headroom for `threads` threads' stacks and allocator
 // arenas, so that
 // an estimate that was too low ends in std::bad_alloc, which the CLI reports, rather than in the

@@ -15,6 +15,7 @@
 
 #include "sim/engine.hpp"
 #include "topology/error.hpp"
+#include "topology/loader.hpp"
 
 namespace collsim::cli {
 namespace {
@@ -151,7 +152,8 @@ void check_request_memory(const Context& context, const sched::PlanRequest& requ
                streamed),
       context.concurrent, context.max_memory,
       fmt::format("{}{} {} on {} ranks with k = {}", purpose, sched::to_string(request.algorithm),
-                  sched::to_string(request.collective), request.ranks.size(), request.chunks));
+                  sched::to_string(request.collective), request.ranks.size(), request.chunks),
+      topo::estimated_bytes(topology));
 }
 
 void ModelTermsSum::add(const sched::Plan& plan) {

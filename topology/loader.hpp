@@ -23,6 +23,12 @@ struct LoadOptions {
 // 326 B per node and 148 B per directed link, rounded up (docs/errors.md).
 inline constexpr std::uint64_t kBytesPerNode = 384;
 inline constexpr std::uint64_t kBytesPerLink = 160;
+// The same estimate for a topology already loaded: what the memory guard of a simulation counts
+// as taken before the simulation's own estimate (tools/resource_guard.hpp).
+inline double estimated_bytes(const Topology& topology) {
+  return static_cast<double>(topology.num_nodes()) * kBytesPerNode +
+         static_cast<double>(topology.num_links()) * kBytesPerLink;
+}
 
 Topology load_topology(const std::string& path, const LoadOptions& options = {});
 // `file` labels diagnostics; it is not opened.

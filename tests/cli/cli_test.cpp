@@ -152,6 +152,9 @@ TEST_CASE("bad values exit with status 2 and say what to do", "[cli][errors]") {
       // Any plan needs more than a byte; the estimate is refused before the plan is built.
       {"run " + kTwo + " --size 1MiB --max-memory 1", "--max-memory"},
       {"run " + kTwo + " --size 1MiB --max-memory lots", "share of physical memory"},
+      // The ring's 66.5 MiB fit 68 MiB alone, not beside the topology's 2.7 MiB.
+      {"run --topology configs/cluster-1024.json --size 1MiB --chunks 1 --max-memory 68MiB",
+       "besides about 2.7 MiB for the topology"},
       // std::size_t options: CLI11 alone would read a negative count as a huge one.
       {"run " + kTwo + " --size 1MiB --bottlenecks -3", "expected a whole number"},
       {"run " + kTwo + " --size 1MiB --bottlenecks 0", "at least 1"},
@@ -404,6 +407,52 @@ TEST_CASE("run with --calibration replaces the parameters of matching GPUs and s
       run_cli("run " + kTwo + " --size 1MiB --calibration tests/cli/data/two-gpus.json");
   CHECK(bad.status == 2);
   CHECK_THAT(bad.err, Catch::Contains("two-gpus.json"));
+}
+
+TEST_CASE("the messages in docs/errors.md are what collsim prints", "[cli][docs]") {
+  // Each "$ collsim ARGS" of the document's real messages is followed by the lines it prints, up to
+  // a blank line; "  ..." ends the lines compared. The exit status is 2 unless a "# exit N" comment
+  // says otherwise.
+  // Only the section "Real messages": the Ctrl-C example further on needs a Ctrl-C.
+  const std::string text =
+      read_file(std::filesystem::path(COLLSIM_SOURCE_DIR) / "docs" / "errors.md");
+  const auto begin = text.find("## Real messages");
+  REQUIRE(begin != std::string::npos);
+  std::istringstream doc(text.substr(begin, text.find("\n## ", begin) - begin));
+  std::string line;
+  std::size_t examples = 0;
+  const std::string prompt = "$ collsim ";
+  std::getline(doc, line);
+  while (doc) {
+    if (line.rfind(prompt, 0) != 0) {
+      std::getline(doc, line);
+      continue;
+    }
+    std::string args = line.substr(prompt.size());
+    int status = 2;
+    if (const auto hash = args.find('#'); hash != std::string::npos) {
+      const auto exit_at = args.find("exit ", hash);
+      if (exit_at != std::string::npos) status = std::stoi(args.substr(exit_at + 5));
+      args.erase(hash);
+    }
+    std::vector<std::string> shown;
+    while (std::getline(doc, line) && !line.empty() && line.rfind(prompt, 0) != 0 &&
+           line.rfind("```", 0) != 0)
+      shown.push_back(line);
+    const auto r = run_cli(args);
+    std::vector<std::string> printed;
+    std::istringstream out(r.err + r.out);
+    for (std::string l; std::getline(out, l);) printed.push_back(l);
+    INFO("collsim " << args << "\nstdout: " << r.out << "\nstderr: " << r.err);
+    CHECK(r.status == status);
+    for (std::size_t i = 0; i < shown.size() && shown[i] != "  ..."; ++i) {
+      INFO("line " << i + 1 << " of the example");
+      REQUIRE(i < printed.size());
+      CHECK(printed[i] == shown[i]);
+    }
+    ++examples;
+  }
+  CHECK(examples >= 10);
 }
 
 TEST_CASE("the examples in docs/cli.md run", "[cli][docs]") {

@@ -135,6 +135,18 @@ TEST_CASE("a request too large for --max-memory is refused with the estimate and
   CHECK_NOTHROW(check_memory(small, 1, std::uint64_t{1} << 30, "small"));
   // Threads multiply: each holds one plan.
   CHECK_THROWS_AS(check_memory(small, 1000000, std::uint64_t{1} << 30, "small"), InputError);
+  // The loaded topology counts against the same limit: a request that fits alone is refused
+  // when the topology leaves too little, and the message says what the topology took.
+  const auto fits = static_cast<std::uint64_t>(small.bytes) + 1000;
+  CHECK_NOTHROW(check_memory(small, 1, fits, "small", 999));
+  try {
+    check_memory(small, 1, fits, "small", 1001);
+    FAIL("not refused");
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("besides about 1.0 KiB for the topology") != std::string::npos);
+  }
 }
 
 TEST_CASE("max-memory takes a size or a share of physical memory", "[reliability][resources]") {
