@@ -394,11 +394,12 @@ void FlowModel::add_to_component(ResourceId r) {
   prefetch_list(res_[r]);  // for fill()
 }
 
-double FlowModel::lowest_by_scan(ResourceId& bottleneck) const {
+double FlowModel::lowest_by_scan(ResourceId& bottleneck, bool ties_by_id) const {
   // The first lowest in the set's order, as a scan that keeps the first strictly lower share
+  // finds it, or with `ties_by_id` the lowest with the least resource id, as lowest_in_heap()
   // finds it. Two passes: the lowest value, as a minimum that vector instructions take four
   // shares at a time (a share that is not a number never wins, as in the comparison), then its
-  // first position. Zeros of either sign compare equal there, as they do in the scan.
+  // position. Zeros of either sign compare equal there, as they do in the scan.
   const double* fair = fair_.data();
   const std::size_t n = fair_.size();
   double best = kUnlimited;
@@ -419,7 +420,10 @@ double FlowModel::lowest_by_scan(ResourceId& bottleneck) const {
   i = 0;
   while (fair[i] != best) ++i;
   bottleneck = comp_res_[i];
-  return fair[i];
+  if (ties_by_id)
+    for (std::size_t j = i + 1; j < n; ++j)
+      if (fair[j] == best && comp_res_[j] < bottleneck) bottleneck = comp_res_[j];
+  return best;
 }
 
 double FlowModel::lowest_in_heap(ResourceId& bottleneck) {
@@ -673,7 +677,7 @@ void FlowModel::fill() {
   std::size_t next_bound = 0;
   bool heaped = false;
   for (unsigned round = 0;; ++round) {
-    if (!heaped && round == kScanRounds) {
+    if (!heaped && round == kScanRounds && n > heap_above_) {
       heaped = true;
       heap_.clear();
       for (std::size_t i = 0; i < n; ++i) {
@@ -683,7 +687,8 @@ void FlowModel::fill() {
       std::make_heap(heap_.begin(), heap_.end(), kLater);
     }
     ResourceId bottleneck = kNoResource;
-    const double level = heaped ? lowest_in_heap(bottleneck) : lowest_by_scan(bottleneck);
+    const double level =
+        heaped ? lowest_in_heap(bottleneck) : lowest_by_scan(bottleneck, round >= kScanRounds);
     while (next_bound < by_bound_.size() && flows_[by_bound_[next_bound]].frozen) ++next_bound;
     if (next_bound < by_bound_.size() && flows_[by_bound_[next_bound]].bound < level) {
       // Flows held below every shared level by a resource of their own freeze at their bounds.

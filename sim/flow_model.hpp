@@ -110,6 +110,10 @@ class FlowModel {
   // Off: a flow alone on its resources joins their lists like any other (see reservable()), for
   // tests that compare the two; the same rates, times, bytes and busy times to the bit.
   void reserve_alone(bool on) { reserve_ = on; }
+  // Progressive filling moves a set of more than `n` resources from scans to a heap after its
+  // first rounds (kHeapAbove by default; see there), for tests that compare the two: the same
+  // results to the bit.
+  void heap_above(std::size_t n) { heap_above_ = n; }
   const SharingStats& stats() const { return stats_; }
 
   double finish_time(FlowId f) const { return flows_[f].finish; }  // kUnlimited when stalled
@@ -251,10 +255,14 @@ class FlowModel {
     if (s.unfrozen == 0 || !s.limited) return kUnlimited;
     return s.remaining > 0 ? s.remaining / s.weight_sum : 0.0;
   }
-  // Rounds of progressive filling done by scanning before a component's resources go into a
-  // heap: a scan is cheaper for the few levels of a symmetric collective, the heap for many.
+  // Rounds of progressive filling done by scanning before a set of more than kHeapAbove
+  // resources goes into a heap: a scan is cheaper for the few levels of a symmetric collective
+  // and for sets of up to a few hundred resources, whose rounds are about a quarter of their
+  // resources on a tree; the heap for many levels among more. Later rounds break ties as the
+  // heap does (Later), so that where the heap starts does not change a result.
   static constexpr unsigned kScanRounds = 8;
-  double lowest_by_scan(ResourceId& bottleneck) const;
+  static constexpr std::size_t kHeapAbove = 256;
+  double lowest_by_scan(ResourceId& bottleneck, bool ties_by_id) const;
   double lowest_in_heap(ResourceId& bottleneck);
   double bound_of(const Flow& flow) const;
   void add_demand(const Flow& flow, double sign);
@@ -358,6 +366,7 @@ class FlowModel {
   bool report_touched_ = false;
   bool local_ = true;
   bool reserve_ = true;
+  std::size_t heap_above_ = kHeapAbove;
   // After a region falls back, the next few re-shares go straight to their component: where
   // regions do not pay (an all-to-all, where each grows to half the component before failing),
   // trying each one first would cost more than the component alone.
