@@ -144,19 +144,119 @@ constexpr topo::json_io::Expected kPlanDocument = {
     "the output of `collsim plan ... --out plan.json`"};
 }  // namespace
 
+namespace {
+
+// One element of "ops", the i-th of n, in a plan of p ranks: added to `plan` (an empty op when
+// it is not an object), its "match" kept in `match`, its problems reported to `sink`.
+void read_op(const json& element, std::size_t i, std::size_t n, RankId p, DiagnosticSink& sink,
+             Plan& plan, std::vector<std::int64_t>& match) {
+  ObjectReader o(element, topo::json_io::pointer("/ops", i), sink, "an op");
+  if (!o.ok()) {
+    plan.add(Op{});
+    return;
+  }
+  Op op;
+  if (auto id = o.integer("id", 0, std::numeric_limits<std::int64_t>::max());
+      id && *id != std::int64_t(i))
+    o.error("id", "found " + std::to_string(*id) + "; ops must be listed in id order, expected " +
+                      std::to_string(i));
+  const auto kind_name = o.string("kind", true);
+  const auto parsed = kind_name ? parse_kind(*kind_name) : std::nullopt;
+  if (kind_name && !parsed)
+    o.error("kind",
+            "found \"" + *kind_name + "\"; expected send, recv, reduce, copy, compute or delay");
+  const bool known = parsed.has_value();
+  const OpKind kind = known ? *parsed : OpKind::compute;
+  op.kind = kind;
+  if (auto r = o.integer("rank", 0, std::numeric_limits<std::uint32_t>::max(), true)) {
+    op.rank = static_cast<RankId>(*r);
+    if (op.rank >= p)
+      o.error("rank", "found " + std::to_string(*r) + "; the plan has ranks 0.." +
+                          std::to_string(p ? p - 1 : 0));
+  }
+  op.stream = static_cast<StreamId>(o.integer("stream", 0, 0xffff).value_or(0));
+  if (kind == OpKind::send || kind == OpKind::recv) {
+    if (auto peer = o.integer("peer", 0, std::numeric_limits<std::uint32_t>::max(), true)) {
+      op.peer = static_cast<RankId>(*peer);
+      if (op.peer >= p)
+        o.error("peer", "found " + std::to_string(*peer) + "; the plan has ranks 0.." +
+                            std::to_string(p ? p - 1 : 0));
+    }
+    if (auto m = o.integer("match", 0, std::int64_t(n) - 1, true)) match[i] = *m;
+  }
+  if (known && kind != OpKind::compute && kind != OpKind::delay) {
+    op.bytes = static_cast<Bytes>(
+        o.integer("bytes", 1, static_cast<std::int64_t>(kMaxSize), true).value_or(0));
+  }
+  if (kind == OpKind::send || kind == OpKind::reduce || kind == OpKind::copy)
+    op.src = read_region(o, "src").value_or(Region{});
+  if (kind == OpKind::recv || kind == OpKind::reduce || kind == OpKind::copy)
+    op.dst = read_region(o, "dst").value_or(Region{});
+  if (kind == OpKind::reduce) op.src2 = read_region(o, "src2").value_or(Region{});
+  if (known && (kind == OpKind::compute || kind == OpKind::delay)) {
+    const json* s = o.get("seconds");
+    if (!s || !s->is_number() || !(s->get<double>() >= 0) || s->get<double>() > kMaxDuration)
+      o.error("seconds", "expected a number of seconds between 0 and 1e6");
+    else
+      op.seconds = s->get<double>();
+  }
+  std::vector<OpId> deps;
+  if (const json* d = o.get("deps")) {
+    if (!d->is_array()) {
+      o.error("deps", "expected an array of op ids");
+    } else {
+      for (std::size_t j = 0; j < d->size(); ++j) {
+        const json& v = (*d)[j];
+        if (!v.is_number_unsigned() || v.get<std::uint64_t>() >= n || v.get<std::uint64_t>() == i) {
+          sink.error(topo::json_io::pointer(o.ptr("deps"), j),
+                     "found " + topo::json_io::describe(v) +
+                         "; expected the id of another op (0.." + std::to_string(n ? n - 1 : 0) +
+                         ")");
+          continue;
+        }
+        deps.push_back(static_cast<OpId>(v.get<std::uint64_t>()));
+      }
+    }
+  }
+  o.check_keys({"id", "kind", "rank", "stream", "deps", "match", "peer", "bytes", "src", "dst",
+                "src2", "seconds"});
+  plan.add(op, deps);
+}
+
+}  // namespace
+
 Plan load_plan(const std::string& path, const topo::Topology* topology) {
   return parse_plan(topo::json_io::read_text_file(path, kPlanDocument), path, topology);
 }
 
 Plan parse_plan(std::string_view text, const std::string& file, const topo::Topology* topology) {
   DiagnosticSink sink(file);
-  const auto doc = topo::json_io::parse_document(text, sink, kPlanDocument);
+  // The ops are read as the parser reaches them, and only the plan's columns keep them. Their
+  // problems are reported after those of the top level, as if read after it, so the lengths
+  // they are checked against (ops, ranks) come from the parser's first pass.
+  DiagnosticSink op_sink(file);
+  Plan plan;
+  std::vector<std::int64_t> match;
+  topo::json_io::ArrayStream stream;
+  stream.key = "ops";
+  stream.element = [&](json&& element, std::size_t i) {
+    const auto length = [&](std::string_view key) -> std::size_t {
+      const auto it = stream.lengths.find(key);
+      return it == stream.lengths.end() ? 0 : it->second;
+    };
+    const std::size_t n = length("ops");
+    // The rank list pushes one GPU per entry, so a plan has as many ranks as it lists.
+    const auto p = static_cast<RankId>(length("ranks"));
+    if (match.empty()) match.assign(n, -1);
+    if (i >= n) throw InternalError("an op beyond the length the first pass counted");
+    read_op(element, i, n, p, op_sink, plan, match);
+  };
+  const auto doc = topo::json_io::parse_document(text, sink, kPlanDocument, &stream);
   sink.throw_if_any();
   ObjectReader top(*doc, "", sink, "a plan");
   sink.throw_if_any();
   top.check_keys({"format", "version", "collective", "algorithm", "dtype", "size_bytes", "chunks",
                   "root", "host_memory", "ranks", "ops"});
-  Plan plan;
   if (auto f = top.string("format", true); f && *f != kFormat)
     top.error("format", "found \"" + *f + "\"; expected \"collsim-plan\"");
   top.integer("version", kVersion, kVersion, true);
@@ -213,6 +313,7 @@ Plan parse_plan(std::string_view text, const std::string& file, const topo::Topo
         plan.rank_gpu.push_back(id);
       } else {
         sink.error(where, "found " + topo::json_io::describe(v) + "; expected a GPU name");
+        plan.rank_gpu.push_back(topo::kNoNode);  // the ranks after it keep their numbers
       }
     }
   }
@@ -228,82 +329,8 @@ Plan parse_plan(std::string_view text, const std::string& file, const topo::Topo
     top.error("ops", "expected an array of ops");
     sink.throw_if_any();
   }
-  const std::size_t n = ops->size();
-  std::vector<std::int64_t> match(n, -1);
-  for (std::size_t i = 0; i < n; ++i) {
-    ObjectReader o((*ops)[i], topo::json_io::pointer("/ops", i), sink, "an op");
-    if (!o.ok()) {
-      plan.add(Op{});
-      continue;
-    }
-    Op op;
-    if (auto id = o.integer("id", 0, std::numeric_limits<std::int64_t>::max());
-        id && *id != std::int64_t(i))
-      o.error("id", "found " + std::to_string(*id) + "; ops must be listed in id order, expected " +
-                        std::to_string(i));
-    const auto kind_name = o.string("kind", true);
-    const auto parsed = kind_name ? parse_kind(*kind_name) : std::nullopt;
-    if (kind_name && !parsed)
-      o.error("kind",
-              "found \"" + *kind_name + "\"; expected send, recv, reduce, copy, compute or delay");
-    const bool known = parsed.has_value();
-    const OpKind kind = known ? *parsed : OpKind::compute;
-    op.kind = kind;
-    if (auto r = o.integer("rank", 0, std::numeric_limits<std::uint32_t>::max(), true)) {
-      op.rank = static_cast<RankId>(*r);
-      if (op.rank >= p)
-        o.error("rank", "found " + std::to_string(*r) + "; the plan has ranks 0.." +
-                            std::to_string(p ? p - 1 : 0));
-    }
-    op.stream = static_cast<StreamId>(o.integer("stream", 0, 0xffff).value_or(0));
-    if (kind == OpKind::send || kind == OpKind::recv) {
-      if (auto peer = o.integer("peer", 0, std::numeric_limits<std::uint32_t>::max(), true)) {
-        op.peer = static_cast<RankId>(*peer);
-        if (op.peer >= p)
-          o.error("peer", "found " + std::to_string(*peer) + "; the plan has ranks 0.." +
-                              std::to_string(p ? p - 1 : 0));
-      }
-      if (auto m = o.integer("match", 0, std::int64_t(n) - 1, true)) match[i] = *m;
-    }
-    if (known && kind != OpKind::compute && kind != OpKind::delay) {
-      op.bytes = static_cast<Bytes>(
-          o.integer("bytes", 1, static_cast<std::int64_t>(kMaxSize), true).value_or(0));
-    }
-    if (kind == OpKind::send || kind == OpKind::reduce || kind == OpKind::copy)
-      op.src = read_region(o, "src").value_or(Region{});
-    if (kind == OpKind::recv || kind == OpKind::reduce || kind == OpKind::copy)
-      op.dst = read_region(o, "dst").value_or(Region{});
-    if (kind == OpKind::reduce) op.src2 = read_region(o, "src2").value_or(Region{});
-    if (known && (kind == OpKind::compute || kind == OpKind::delay)) {
-      const json* s = o.get("seconds");
-      if (!s || !s->is_number() || !(s->get<double>() >= 0) || s->get<double>() > kMaxDuration)
-        o.error("seconds", "expected a number of seconds between 0 and 1e6");
-      else
-        op.seconds = s->get<double>();
-    }
-    std::vector<OpId> deps;
-    if (const json* d = o.get("deps")) {
-      if (!d->is_array()) {
-        o.error("deps", "expected an array of op ids");
-      } else {
-        for (std::size_t j = 0; j < d->size(); ++j) {
-          const json& v = (*d)[j];
-          if (!v.is_number_unsigned() || v.get<std::uint64_t>() >= n ||
-              v.get<std::uint64_t>() == i) {
-            sink.error(topo::json_io::pointer(o.ptr("deps"), j),
-                       "found " + topo::json_io::describe(v) +
-                           "; expected the id of another op (0.." + std::to_string(n ? n - 1 : 0) +
-                           ")");
-            continue;
-          }
-          deps.push_back(static_cast<OpId>(v.get<std::uint64_t>()));
-        }
-      }
-    }
-    o.check_keys({"id", "kind", "rank", "stream", "deps", "match", "peer", "bytes", "src", "dst",
-                  "src2", "seconds"});
-    plan.add(op, deps);
-  }
+  const std::size_t n = plan.num_ops();
+  sink.append(op_sink);
   // Matching: both ends must name each other (or one end names the other and the other names
   // none), the kinds must pair up and the ranks and sizes agree.
   for (std::size_t i = 0; i < n; ++i) {

@@ -179,6 +179,7 @@ void show_command(const PlanOptions& o) {
   const sched::RankId p = plan.num_ranks();
   std::map<std::string, std::size_t> kinds;
   std::vector<std::size_t> per_rank(p, 0);
+  std::vector<sched::StreamId> streams(p, 0);  // one pass: Plan::num_streams scans every op
   std::vector<std::map<std::string, std::size_t>> rank_kinds(p);
   Bytes moved = 0;
   for (sched::OpId id = 0; id < plan.num_ops(); ++id) {
@@ -190,6 +191,8 @@ void show_command(const PlanOptions& o) {
     if (plan.kind(id) == sched::OpKind::send) moved += plan.bytes(id);
     if (plan.rank(id) < p) {
       ++per_rank[plan.rank(id)];
+      streams[plan.rank(id)] =
+          std::max(streams[plan.rank(id)], static_cast<sched::StreamId>(plan.stream(id) + 1));
       ++rank_kinds[plan.rank(id)][k];
     }
   }
@@ -205,7 +208,7 @@ void show_command(const PlanOptions& o) {
   for (const auto& [k, count] : kinds) fmt::print(" {:>9}", k);
   fmt::print("\n");
   for (sched::RankId r = 0; r < p; ++r) {
-    fmt::print("{:>6} {:>8} {:>8}", r, per_rank[r], plan.num_streams(r));
+    fmt::print("{:>6} {:>8} {:>8}", r, per_rank[r], streams[r]);
     for (const auto& [k, count] : kinds) {
       auto it = rank_kinds[r].find(k);
       fmt::print(" {:>9}", it == rank_kinds[r].end() ? 0 : it->second);

@@ -38,6 +38,10 @@ class DiagnosticSink {
  public:
   explicit DiagnosticSink(std::string file) : file_(std::move(file)) {}
   void error(std::string where, std::string message);
+  // Adds everything `other` gathered after what this one has.
+  void append(const DiagnosticSink& other) {
+    diagnostics_.insert(diagnostics_.end(), other.diagnostics_.begin(), other.diagnostics_.end());
+  }
   bool empty() const { return diagnostics_.empty(); }
   const std::string& file() const { return file_; }
   // Throws InputError holding everything gathered so far, if anything was.

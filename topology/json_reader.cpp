@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <vector>
@@ -146,6 +147,8 @@ class Precheck : public json::json_sax_t {
   explicit Precheck(DiagnosticSink& sink) : sink_(sink) {}
   bool too_deep = false;
   bool syntax_error = false;
+  std::size_t duplicates = 0;
+  std::map<std::string, std::size_t, std::less<>> lengths;
   std::size_t error_byte = 0;
   std::string error_message;
 
@@ -163,9 +166,11 @@ class Precheck : public json::json_sax_t {
   bool key(string_t& k) override {
     Frame& top = stack_.back();
     top.key = k;
-    if (!top.keys.insert(k).second)
+    if (!top.keys.insert(k).second) {
+      ++duplicates;
       sink_.error(pointer(path(), k),
                   fmt::format("key \"{}\" appears twice in the same object; keep one", k));
+    }
     return true;
   }
   bool parse_error(std::size_t position, const std::string&,
@@ -202,6 +207,9 @@ class Precheck : public json::json_sax_t {
     return true;
   }
   bool close() {
+    // An array of the top-level object: its length, for ArrayStream::lengths.
+    if (stack_.size() == 2 && !stack_[0].is_array && stack_[1].is_array)
+      lengths[stack_[1].name_in_parent] = stack_[1].index;
     stack_.pop_back();
     return value();
   }
@@ -213,10 +221,84 @@ class Precheck : public json::json_sax_t {
   DiagnosticSink& sink_;
   std::vector<Frame> stack_;
 };
+// The second pass: builds the document as nlohmann's own parser would, except that each
+// element of the streamed array is handed over as soon as it is complete and removed.
+class StreamingBuilder : public json::json_sax_t {
+ public:
+  explicit StreamingBuilder(ArrayStream& stream) : stream_(stream) {}
+  json root;
+
+  bool null() override { return add(json(nullptr)); }
+  bool boolean(bool b) override { return add(json(b)); }
+  bool number_integer(number_integer_t v) override { return add(json(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return add(json(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return add(json(v)); }
+  bool string(string_t& v) override { return add(json(std::move(v))); }
+  bool binary(binary_t& v) override { return add(json::binary(std::move(v))); }
+  bool start_object(std::size_t) override { return open(json::object()); }
+  bool start_array(std::size_t) override { return open(json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    key_ = std::move(k);
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    // The first pass accepted the text, so this is not the user's doing.
+    throw InternalError(std::string("JSON parser disagrees with its first pass: ") + e.what());
+  }
+
+ private:
+  json* place(json&& v) {
+    if (stack_.empty()) {
+      root = std::move(v);
+      return &root;
+    }
+    json& top = *stack_.back();
+    if (top.is_array()) {
+      top.push_back(std::move(v));
+      return &top.back();
+    }
+    json& slot = top[key_];
+    slot = std::move(v);
+    return &slot;
+  }
+  bool add(json&& v) {
+    place(std::move(v));
+    hand_over();
+    return true;
+  }
+  bool open(json&& v) {
+    const bool streamed =
+        stack_.size() == 1 && stack_[0]->is_object() && v.is_array() && key_ == stream_.key;
+    json* p = place(std::move(v));
+    if (streamed) streamed_ = p;
+    stack_.push_back(p);
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    hand_over();
+    return true;
+  }
+  // A value just completed: if it is an element of the streamed array, it goes.
+  void hand_over() {
+    if (streamed_ == nullptr || stack_.empty() || stack_.back() != streamed_) return;
+    stream_.element(std::move(streamed_->back()), index_++);
+    streamed_->erase(streamed_->size() - 1);
+  }
+
+  ArrayStream& stream_;
+  std::vector<json*> stack_;
+  std::string key_;
+  json* streamed_ = nullptr;
+  std::size_t index_ = 0;
+};
+
 }  // namespace
 
 std::optional<json> parse_document(std::string_view text, DiagnosticSink& sink,
-                                   const Expected& expected) {
+                                   const Expected& expected, ArrayStream* stream) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     sink.error("", fmt::format("is empty; expected a JSON {} such as {}", expected.noun,
                                expected.example));
@@ -250,6 +332,15 @@ std::optional<json> parse_document(std::string_view text, DiagnosticSink& sink,
                    "; expected a JSON object (check commas, quotes and brackets near this "
                    "position)");
     return std::nullopt;
+  }
+  if (stream != nullptr) {
+    // Which of two equal keys holds the streamed array would be a guess, and the lengths
+    // counted would not be those of the elements handed over.
+    if (check.duplicates > 0) return std::nullopt;
+    stream->lengths = std::move(check.lengths);
+    StreamingBuilder builder(*stream);
+    json::sax_parse(text.begin(), text.end(), &builder, json::input_format_t::json, true, false);
+    return std::move(builder.root);
   }
   try {
     return json::parse(text.begin(), text.end(), nullptr, true, false);

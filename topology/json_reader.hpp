@@ -2,7 +2,9 @@
 // Reading JSON objects with diagnostics: every problem goes to a DiagnosticSink with its JSON
 // pointer, and reading goes on so that one run reports everything. Internal to the loaders.
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
@@ -35,10 +37,24 @@ inline constexpr Expected kTopologyDocument = {
     "topology", R"({"name": "box", "nodes": [...], "links": [...]} (docs/topology-format.md))",
     "configs/dgx-h100.json"};
 
+// The elements of one top-level array handed over one at a time as they are parsed, instead of
+// being kept in the document: a plan's millions of ops never exist as one tree, which took
+// about 1.6 kB per op.
+struct ArrayStream {
+  std::string_view key;  // the array is the value of this key of the top-level object
+  // Called with each element in order, once the whole text is known to be valid JSON; the
+  // document returned keeps the array, empty.
+  std::function<void(json&& element, std::size_t index)> element;
+  // Set before the first element: the length of every array of the top-level object, by key,
+  // for checks that need a length the text may give only after the elements.
+  std::map<std::string, std::size_t, std::less<>> lengths;
+};
+
 // Parses `text`, reporting syntax errors with line and column, duplicate keys with their JSON
-// pointer, and text that is not JSON at all (binary, empty). Returns nullopt after reporting.
+// pointer, and text that is not JSON at all (binary, empty). Returns nullopt after reporting
+// (with a stream, duplicate keys too); then no element has been streamed.
 std::optional<json> parse_document(std::string_view text, DiagnosticSink& sink,
-                                   const Expected& expected);
+                                   const Expected& expected, ArrayStream* stream = nullptr);
 
 // Reads the text of a file for parse_document; missing files, directories and unreadable files
 // become an InputError naming the path.

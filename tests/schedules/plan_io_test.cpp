@@ -2,6 +2,7 @@
 // refused with the JSON pointer of the problem. MSCCL XML import: the shipped examples import
 // and verify; malformed XML names its line.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "schedules/generate.hpp"
@@ -14,6 +15,7 @@
 
 using namespace collsim;
 using namespace collsim::sched;
+using nlohmann::json;
 
 namespace {
 
@@ -70,6 +72,33 @@ TEST_CASE("plan JSON round trip", "[plan_json]") {
   const Plan c = parse_plan(text, "mem.json");
   CHECK(c.rank_gpu[0] == topo::kNoNode);
   CHECK(verify(c).ok());
+}
+
+TEST_CASE("a plan reads the same whatever the order of its keys", "[plan_json]") {
+  // Ops are read as the parser reaches them: "ranks" after "ops" must still give each op's
+  // checks the plan's rank count, and the same plan.
+  topo::Topology t = test::uniform_gpus(3, {});
+  topo::finalize(t);
+  topo::Router router(t);
+  PlanRequest r;
+  r.algorithm = Algorithm::ring;
+  r.chunks = 2;
+  r.size = 3 * 2 * 4 * 5;
+  const Plan a = generate(router, r);
+  json doc = json::parse(to_json(a, &t));
+  // nlohmann's objects sort their keys; written by hand, "ops" comes first.
+  std::string text = "{\"ops\":" + doc["ops"].dump();
+  for (const auto& [key, value] : doc.items())
+    if (key != "ops") text += ",\"" + key + "\":" + value.dump();
+  text += "}";
+  REQUIRE(text.find("\"ops\"") < text.find("\"ranks\""));
+  CHECK(to_json(parse_plan(text, "mem.json", &t), &t) == to_json(a, &t));
+  // A rank out of range is measured against the ranks listed after the ops.
+  const std::string late_ranks =
+      R"({"format":"collsim-plan","version":1,"collective":"allreduce","size_bytes":8,"ops":[{"kind":"delay","rank":2,"seconds":1}],"ranks":[null,null]})";
+  const auto e = error_of(late_ranks);
+  INFO(e);
+  CHECK(e.find("/ops/0/rank: found 2; the plan has ranks 0..1") != std::string::npos);
 }
 
 TEST_CASE("plan JSON errors name the op and field", "[plan_json]") {
