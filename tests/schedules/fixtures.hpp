@@ -6,7 +6,9 @@
 #include <utility>
 
 #include "schedules/closed_form.hpp"
+#include "schedules/generate.hpp"
 #include "schedules/plan.hpp"
+#include "topology/routing.hpp"
 #include "topology/topology.hpp"
 
 namespace collsim::test {
@@ -23,6 +25,18 @@ inline topo::Topology uniform_gpus(std::uint32_t p, const sched::UniformCosts& c
     t.add_node(n);
   }
   return t;
+}
+
+// The allreduce plan of `algorithm` in k chunks of `size` bytes over every GPU of `t`, which
+// must be finalised.
+inline sched::Plan plan_on(const topo::Topology& t, sched::Algorithm algorithm,
+                           std::uint32_t chunks, Bytes size) {
+  const topo::Router router(t);
+  sched::PlanRequest r;
+  r.algorithm = algorithm;
+  r.chunks = chunks;
+  r.size = size;
+  return sched::generate(router, r);
 }
 
 // Adds one link, with the uniform bandwidth and latency, for each ordered GPU pair the plan's

@@ -42,12 +42,7 @@ const std::string kHead =
 TEST_CASE("plan JSON round trip", "[plan_json]") {
   topo::Topology t = test::uniform_gpus(3, {});
   topo::finalize(t);
-  topo::Router router(t);
-  PlanRequest r;
-  r.algorithm = Algorithm::tree;
-  r.chunks = 2;
-  r.size = 3 * 2 * 4 * 5;
-  const Plan a = generate(router, r);
+  const Plan a = test::plan_on(t, Algorithm::tree, 2, 3 * 2 * 4 * 5);
   const std::string text = to_json(a, &t);
   const Plan b = parse_plan(text, "mem.json", &t);
   REQUIRE(b.num_ops() == a.num_ops());
@@ -79,12 +74,7 @@ TEST_CASE("a plan reads the same whatever the order of its keys", "[plan_json]")
   // checks the plan's rank count, and the same plan.
   topo::Topology t = test::uniform_gpus(3, {});
   topo::finalize(t);
-  topo::Router router(t);
-  PlanRequest r;
-  r.algorithm = Algorithm::ring;
-  r.chunks = 2;
-  r.size = 3 * 2 * 4 * 5;
-  const Plan a = generate(router, r);
+  const Plan a = test::plan_on(t, Algorithm::ring, 2, 3 * 2 * 4 * 5);
   json doc = json::parse(to_json(a, &t));
   // nlohmann's objects sort their keys; written by hand, "ops" comes first.
   std::string text = "{\"ops\":" + doc["ops"].dump();

@@ -55,12 +55,7 @@ TEST_CASE("every generated plan computes its collective", "[verify]") {
 TEST_CASE("verify scales to 64 ranks", "[verify]") {
   topo::Topology t = test::uniform_gpus(64, {});
   topo::finalize(t);
-  topo::Router router(t);
-  PlanRequest r;
-  r.algorithm = Algorithm::ring;
-  r.chunks = 8;
-  r.size = 64 * 8 * 4 * 16;
-  const Plan plan = generate(router, r);
+  const Plan plan = test::plan_on(t, Algorithm::ring, 8, 64 * 8 * 4 * 16);
   // 2(p-1) steps x k chunks x p ranks transfers, two ops each, plus (p-1) k p reductions.
   CHECK(plan.num_ops() == 2 * 63 * 8 * 64 * 2 + 63 * 8 * 64);
   CHECK(verify(plan).ok());
