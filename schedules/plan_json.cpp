@@ -142,9 +142,6 @@ namespace {
 constexpr topo::json_io::Expected kPlanDocument = {
     "plan", R"({"format": "collsim-plan", "version": 1, "ops": [...]} (docs/plan-format.md))",
     "the output of `collsim plan ... --out plan.json`"};
-}  // namespace
-
-namespace {
 
 // One element of "ops", the i-th of n, in a plan of p ranks: added to `plan` (an empty op when
 // it is not an object), its "match" kept in `match`, its problems reported to `sink`.
