@@ -310,17 +310,18 @@ int main(int argc, char** argv) {
       if (!stats) return;
       const sim::SharingStats& s = r.sharing;
       const auto fillings = s.regions + s.refills + s.components;
-      std::fprintf(stderr,
-                   "simulated %.17g s; re-shares: %llu regions (%llu refills, %llu fell back), "
-                   "%llu components; %.1f flows per filling; %.2f resources per flow; "
-                   "%llu ops held at most\n",
-                   r.time, static_cast<unsigned long long>(s.regions),
-                   static_cast<unsigned long long>(s.refills),
-                   static_cast<unsigned long long>(s.fallbacks),
-                   static_cast<unsigned long long>(s.components),
-                   fillings ? static_cast<double>(s.filled) / static_cast<double>(fillings) : 0.0,
-                   r.flows ? static_cast<double>(s.held) / static_cast<double>(r.flows) : 0.0,
-                   static_cast<unsigned long long>(r.ops_held));
+      std::fprintf(
+          stderr,
+          "simulated %.17g s; re-shares: %llu regions (%llu refills, %llu fell back), "
+          "%llu components (%llu whole instants); %.1f flows per filling; %.2f resources per flow; "
+          "%llu ops held at most\n",
+          r.time, static_cast<unsigned long long>(s.regions),
+          static_cast<unsigned long long>(s.refills), static_cast<unsigned long long>(s.fallbacks),
+          static_cast<unsigned long long>(s.components),
+          static_cast<unsigned long long>(s.instants),
+          fillings ? static_cast<double>(s.filled) / static_cast<double>(fillings) : 0.0,
+          r.flows ? static_cast<double>(s.held) / static_cast<double>(r.flows) : 0.0,
+          static_cast<unsigned long long>(r.ops_held));
     };
     sched::PlanRequest request;
     request.collective = sched::Collective::allreduce;

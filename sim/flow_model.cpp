@@ -106,6 +106,16 @@ bool FlowModel::defer(const Flow& flow) {
   return true;
 }
 
+void FlowModel::note_rescheduled() {
+  // A flow two regions re-timed is scheduled once, with its last completion time.
+  for (FlowId f : rescheduled_)
+    if (!flows_[f].listed) {
+      flows_[f].listed = true;
+      flushed_.push_back(f);
+    }
+  if (report_touched_) flushed_res_.insert(flushed_res_.end(), comp_res_.begin(), comp_res_.end());
+}
+
 bool FlowModel::reshared_since(ResourceId r, std::uint32_t epoch) const {
   // Epochs only grow within a flush, unless they wrap (new_epoch), which clears every stamp:
   // then nothing counts as re-shared and the seed gets its own region, which is always safe.
@@ -118,15 +128,29 @@ void FlowModel::flush(double now) {
   rescheduled_.clear();
   comp_res_.clear();
   if (pending_seeds_.empty()) return;
-  // A seed all of whose flows a region of this flush re-shared is settled: that region saw the
-  // seed as it is now, and the regions after it checked every flow they touched.
-  const std::uint32_t first = epoch_ + 1;
   flushed_.clear();
   flushed_res_.clear();
   std::vector<ResourceId> pending;
   pending.swap(pending_seeds_);
   pending_groups_.push_back(static_cast<std::uint32_t>(pending.size()));
-  for (std::size_t g = 0; g + 1 < pending_groups_.size(); ++g) {
+  const std::size_t groups = pending_groups_.size() - 1;
+  if (local_ && groups > 1 && running_ < whole_instant_below_) {
+    seeds_.assign(pending.begin(), pending.end());
+    if (gather_component(kFlowsPerChange * groups)) {
+      ++stats_.components;
+      ++stats_.instants;
+      fill();
+      commit(now);
+      note_rescheduled();
+      finish_flush(pending);
+      return;
+    }
+  }
+  // A seed all of whose flows a region of this flush re-shared is settled: that region saw the
+  // seed as it is now, and the regions after it checked every flow they touched. (A component
+  // gathered above and given up stamped its flows before `first`.)
+  const std::uint32_t first = epoch_ + 1;
+  for (std::size_t g = 0; g < groups; ++g) {
     seeds_.clear();
     for (std::uint32_t i = pending_groups_[g]; i < pending_groups_[g + 1]; ++i)
       if (epoch_ < first || !reshared_since(pending[i], first)) seeds_.push_back(pending[i]);
@@ -136,15 +160,12 @@ void FlowModel::flush(double now) {
     // 131,072-GPU tree's first instant).
     rescheduled_.clear();
     reshare(now);
-    // A flow two regions re-timed is scheduled once, with its last completion time.
-    for (FlowId f : rescheduled_)
-      if (!flows_[f].listed) {
-        flows_[f].listed = true;
-        flushed_.push_back(f);
-      }
-    if (report_touched_)
-      flushed_res_.insert(flushed_res_.end(), comp_res_.begin(), comp_res_.end());
+    note_rescheduled();
   }
+  finish_flush(pending);
+}
+
+void FlowModel::finish_flush(std::vector<ResourceId>& pending) {
   pending_groups_.clear();
   pending.clear();
   pending_seeds_.swap(pending);  // keeps its capacity
@@ -509,6 +530,12 @@ void FlowModel::reshare(double now) {
 
 void FlowModel::reshare_component(double now) {
   ++stats_.components;
+  gather_component(~std::size_t{0});
+  fill();
+  commit(now);
+}
+
+bool FlowModel::gather_component(std::size_t max_flows) {
   new_epoch();
   comp_res_.clear();
   comp_flows_.clear();
@@ -518,9 +545,11 @@ void FlowModel::reshare_component(double now) {
     if (res_[s].stamp != epoch_) add_to_component(s);
   for (std::size_t i = 0; i < comp_res_.size(); ++i)
     for (const Entry& e : res_[comp_res_[i]].flows)
-      if (flows_[e.flow].stamp != epoch_) add_to_region(e.flow);
-  fill();
-  commit(now);
+      if (flows_[e.flow].stamp != epoch_) {
+        if (comp_flows_.size() == max_flows) return false;
+        add_to_region(e.flow);
+      }
+  return true;
 }
 
 // The flow joins the set being filled, and its binding resources with it.

@@ -56,6 +56,7 @@ struct SharingStats {
   std::uint64_t refills = 0;     // extra fillings after a region grew
   std::uint64_t fallbacks = 0;   // regions that fell back to their component
   std::uint64_t components = 0;  // component re-shares (capacity changes, fallbacks, regions off)
+  std::uint64_t instants = 0;    // flushes re-shared as one component (FlowModel::flush)
   std::uint64_t filled = 0;      // flows filled, summed over every filling
   std::uint64_t held = 0;        // resources held, summed over every flow started
 };
@@ -91,7 +92,8 @@ class FlowModel {
   // flush() are those of before the instant, so the caller flushes before time moves on and
   // before reading rates or completion times (capacity changes flush first). Start and release
   // do not move time, so no rate that lasts comes from a state that does not: the allocation is
-  // that of the flows present at the end of the instant.
+  // that of the flows present at the end of the instant. In a small model an instant's changes
+  // share one component at once instead (kWholeInstantBelow).
   void set_deferred(bool on) { deferred_ = on; }
   bool pending() const { return !pending_seeds_.empty(); }
   void flush(double now);
@@ -114,6 +116,9 @@ class FlowModel {
   // first rounds (kHeapAbove by default; see there), for tests that compare the two: the same
   // results to the bit.
   void heap_above(std::size_t n) { heap_above_ = n; }
+  // A flush re-shares its changes' component at once while fewer than `n` flows run
+  // (kWholeInstantBelow by default; 0: never), for tests that compare the two.
+  void whole_instant_below(std::size_t n) { whole_instant_below_ = n; }
   const SharingStats& stats() const { return stats_; }
 
   double finish_time(FlowId f) const { return flows_[f].finish; }  // kUnlimited when stalled
@@ -314,6 +319,20 @@ class FlowModel {
   void new_epoch();
   void reshare(double now);  // start/release: the region, or the component
   void reshare_component(double now);
+  // The set of every flow coupled to the seeds, unless it has more than `max_flows` flows.
+  bool gather_component(std::size_t max_flows);
+  void note_rescheduled();  // flush(): adds what the last re-share re-timed to flushed_
+  void finish_flush(std::vector<ResourceId>& pending);
+  // A flush of several arrivals and departures while fewer than kWholeInstantBelow flows run
+  // re-shares their component at once when it holds at most kFlowsPerChange flows per arrival
+  // or departure. In a small model one instant's changes meet on the same few resources: an
+  // 8-GPU direct allreduce's 56 flows all cross the NVSwitch's 16 ports, and each of an
+  // instant's arrivals re-shared a region of 9 flows and filled it twice, where one filling
+  // of the 56 costs a fifth. The rule reads flow counts only, which tying links does not change.
+  // In a large model an instant's changes are mostly far apart (a tree across a cluster), and
+  // regions stay, with results unchanged to the bit there.
+  static constexpr std::size_t kWholeInstantBelow = 256;
+  static constexpr std::size_t kFlowsPerChange = 16;
   bool fill_region();  // false when it had to fall back
   void add_to_component(ResourceId r);
   void add_to_region(FlowId f);
@@ -367,6 +386,7 @@ class FlowModel {
   bool local_ = true;
   bool reserve_ = true;
   std::size_t heap_above_ = kHeapAbove;
+  std::size_t whole_instant_below_ = kWholeInstantBelow;
   // After a region falls back, the next few re-shares go straight to their component: where
   // regions do not pay (an all-to-all, where each grows to half the component before failing),
   // trying each one first would cost more than the component alone.

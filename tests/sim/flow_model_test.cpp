@@ -450,8 +450,13 @@ TEST_CASE("deferred sharing: each instant's flush gives max-min from scratch", "
   // enough for a from-scratch reference and with few distinct capacities, so that one instant's
   // changes meet on shared resources (and flush skips seeds already re-shared) as often as they
   // do not. Every flow whose completion time moved must be rescheduled, and once.
+  // Models this small re-share an instant's changes as one component where it is small enough
+  // (FlowModel::kWholeInstantBelow), and by regions when told not to.
+  const bool whole = GENERATE(true, false);
+  INFO((whole ? "whole instants" : "regions only"));
   Lcg next{2718281};
   std::uint64_t deferred_instants = 0;
+  std::uint64_t whole_instants = 0;
   for (int trial = 0; trial < 40; ++trial) {
     const std::size_t resources = 3 + next(30);
     std::vector<double> cap(resources);
@@ -459,6 +464,7 @@ TEST_CASE("deferred sharing: each instant's flush gives max-min from scratch", "
     FlowModel m;
     m.reset(cap);
     m.set_deferred(true);
+    if (!whole) m.whole_instant_below(0);
     std::vector<Uses> uses;
     std::vector<bool> active;
     double now = 0;
@@ -509,8 +515,14 @@ TEST_CASE("deferred sharing: each instant's flush gives max-min from scratch", "
         if (started[f] || m.finish_time(f) != before[f]) CHECK(told.count(f) == 1);
       }
     }
+    whole_instants += m.stats().instants;
   }
   CHECK(deferred_instants > 100);  // the deferred path, not only slack arrivals, was exercised
+  // Both ways of re-sharing an instant were exercised, or only regions when told.
+  if (whole)
+    CHECK(whole_instants > 100);
+  else
+    CHECK(whole_instants == 0);
 }
 
 TEST_CASE("observers hear of every resource whose load a re-share changed", "[sim]") {
