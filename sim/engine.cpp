@@ -427,9 +427,11 @@ void Engine::validate_ranks() const {
 bool Engine::add_records(OpId from, OpId n) {
   DiagnosticSink sink(options_.plan_file);
   const RankId p = plan_.num_ranks();
-  std::size_t errors = 0;
   auto error = [&](OpId op, const std::string& message) {
-    if (++errors <= 20) sink.error(fmt::format("/ops/{}", op), describe(op) + ": " + message);
+    if (sink.full())
+      sink.error({}, {});  // counted only
+    else
+      sink.error(fmt::format("/ops/{}", op), describe(op) + ": " + message);
   };
   ops_.reserve(n - ops_.front());
   bool queues = false;
@@ -445,7 +447,6 @@ bool Engine::add_records(OpId from, OpId n) {
       sink.error(fmt::format("/ops/{}", op),
                  fmt::format("op {} belongs to rank {}, but the plan has {} ranks (0..{})", op,
                              r.rank, p, p == 0 ? 0 : p - 1));
-      ++errors;
       continue;
     }
     if (r.rank >= plan_.ranks_held())
@@ -520,7 +521,6 @@ bool Engine::add_records(OpId from, OpId n) {
               fmt::format("lasts {} s; expected a duration between 0 and {} s", s, kMaxDuration));
     }
   }
-  if (errors > 20) sink.error("/ops", fmt::format("{} more problems not shown", errors - 20));
   sink.throw_if_any();
   return queues;
 }

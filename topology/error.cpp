@@ -33,11 +33,30 @@ InputError::InputError(std::string file, std::string where, std::string message)
 }
 
 void DiagnosticSink::error(std::string where, std::string message) {
-  diagnostics_.push_back({file_, std::move(where), std::move(message)});
+  if (full())
+    ++hidden_;
+  else
+    diagnostics_.push_back({file_, std::move(where), std::move(message)});
+}
+
+void DiagnosticSink::append(const DiagnosticSink& other) {
+  for (const Diagnostic& d : other.diagnostics_) {
+    if (full())
+      ++hidden_;
+    else
+      diagnostics_.push_back(d);
+  }
+  hidden_ += other.hidden_;
 }
 
 void DiagnosticSink::throw_if_any() const {
-  if (!diagnostics_.empty()) throw InputError(diagnostics_);
+  if (diagnostics_.empty()) return;
+  if (hidden_ == 0) throw InputError(diagnostics_);
+  std::vector<Diagnostic> shown = diagnostics_;
+  shown.push_back({file_, "",
+                   std::to_string(hidden_) + " more problem" + (hidden_ == 1 ? "" : "s") +
+                       " not shown; fix the ones above and run again"});
+  throw InputError(std::move(shown));
 }
 
 }  // namespace collsim

@@ -3,6 +3,7 @@
 //  - InputError: the user's input is wrong (file, JSON path, value). The CLI exits with status 2.
 //  - InternalError: an invariant of collsim itself broke. The CLI exits with status 3 and asks
 //    for a bug report.
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -33,15 +34,19 @@ class InternalError : public std::logic_error {
   using std::logic_error::logic_error;
 };
 
-// Gathers every problem in an input so that one run reports all of them, not only the first.
+// Gathers every problem in an input so that one run reports all of them, not only the first,
+// up to kShown of them: a generated file with one mistake repeated in each of a million ops
+// would otherwise print a million lines (and hold them) where the first few say what to fix.
+// The rest are counted, and the error ends with how many were not shown.
 class DiagnosticSink {
  public:
+  static constexpr std::size_t kShown = 20;
   explicit DiagnosticSink(std::string file) : file_(std::move(file)) {}
   void error(std::string where, std::string message);
+  // Whether a further error() would only be counted: a caller can skip formatting it then.
+  bool full() const { return diagnostics_.size() >= kShown; }
   // Adds everything `other` gathered after what this one has.
-  void append(const DiagnosticSink& other) {
-    diagnostics_.insert(diagnostics_.end(), other.diagnostics_.begin(), other.diagnostics_.end());
-  }
+  void append(const DiagnosticSink& other);
   bool empty() const { return diagnostics_.empty(); }
   const std::string& file() const { return file_; }
   // Throws InputError holding everything gathered so far, if anything was.
@@ -50,6 +55,7 @@ class DiagnosticSink {
  private:
   std::string file_;
   std::vector<Diagnostic> diagnostics_;
+  std::size_t hidden_ = 0;
 };
 
 }  // namespace collsim

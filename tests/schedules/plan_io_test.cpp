@@ -130,6 +130,31 @@ TEST_CASE("plan JSON errors name the op and field", "[plan_json]") {
   CHECK(e5.find("expected pinned or pageable") != std::string::npos);
 }
 
+TEST_CASE("a plan with a mistake in every op reports the first few and counts the rest",
+          "[plan_json]") {
+  // A top-level mistake, then 1000 ops each with a negative duration: the top level's problem
+  // comes first, then the first ops' up to DiagnosticSink::kShown in all, then the count.
+  std::string text = kHead + "[";
+  for (int i = 0; i < 1000; ++i)
+    text += std::string(i ? "," : "") + R"({"kind":"delay","rank":0,"seconds":-1})";
+  text += "]}";
+  text.insert(1, R"("host_memory":"swapped",)");
+  try {
+    parse_plan(text, "plan.json");
+    FAIL("accepted");
+  } catch (const InputError& e) {
+    const auto& d = e.diagnostics();
+    REQUIRE(d.size() == DiagnosticSink::kShown + 1);
+    CHECK(d.front().where == "/host_memory");
+    for (std::size_t i = 1; i < DiagnosticSink::kShown; ++i) {
+      INFO(i);
+      CHECK(d[i].where == "/ops/" + std::to_string(i - 1) + "/seconds");
+    }
+    CHECK(d.back().file == "plan.json");
+    CHECK(d.back().message == "981 more problems not shown; fix the ones above and run again");
+  }
+}
+
 TEST_CASE("the shipped MSCCL examples import and verify", "[msccl]") {
   const std::string dir = std::string(COLLSIM_SOURCE_DIR) + "/configs/msccl/";
   const Plan ring = import_msccl(dir + "ring-allreduce-4.xml", 4 * 1024);
