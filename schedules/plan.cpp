@@ -263,11 +263,11 @@ Op Plan::op(OpId id) const {
   return o;
 }
 
-StreamId Plan::num_streams(RankId rank) const {
-  StreamId n = 0;
+std::vector<StreamId> Plan::streams_per_rank() const {
+  std::vector<StreamId> n(num_ranks(), 0);
   for (std::uint64_t i = first_op(); i < num_ops(); ++i)
-    if (rows_[i].rank == rank)
-      n = std::max<StreamId>(n, static_cast<StreamId>(rows_[i].stream + 1));
+    if (rows_[i].rank < n.size())
+      n[rows_[i].rank] = std::max<StreamId>(n[rows_[i].rank], rows_[i].stream + 1);
   return n;
 }
 

@@ -169,8 +169,9 @@ class Plan {
     return {deps_.data() + (dep_begin_[g] - deps_base_),
             deps_.data() + (dep_begin_[g + 1] - deps_base_)};
   }
-  // Streams used by each rank: 1 + the largest stream id seen for that rank.
-  StreamId num_streams(RankId rank) const;
+  // Streams used by each rank: 1 + the largest stream id seen for that rank (0 for a rank
+  // without ops), in one pass over the ops.
+  std::vector<StreamId> streams_per_rank() const;
 
  private:
   static std::uint64_t pack(Region r);

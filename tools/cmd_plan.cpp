@@ -179,7 +179,7 @@ void show_command(const PlanOptions& o) {
   const sched::RankId p = plan.num_ranks();
   std::map<std::string, std::size_t> kinds;
   std::vector<std::size_t> per_rank(p, 0);
-  std::vector<sched::StreamId> streams(p, 0);  // one pass: Plan::num_streams scans every op
+  const std::vector<sched::StreamId> streams = plan.streams_per_rank();
   std::vector<std::map<std::string, std::size_t>> rank_kinds(p);
   Bytes moved = 0;
   for (sched::OpId id = 0; id < plan.num_ops(); ++id) {
@@ -191,8 +191,6 @@ void show_command(const PlanOptions& o) {
     if (plan.kind(id) == sched::OpKind::send) moved += plan.bytes(id);
     if (plan.rank(id) < p) {
       ++per_rank[plan.rank(id)];
-      streams[plan.rank(id)] =
-          std::max(streams[plan.rank(id)], static_cast<sched::StreamId>(plan.stream(id) + 1));
       ++rank_kinds[plan.rank(id)][k];
     }
   }
