@@ -263,11 +263,11 @@ Op Plan::op(OpId id) const {
   return o;
 }
 
-std::vector<StreamId> Plan::streams_per_rank() const {
-  std::vector<StreamId> n(num_ranks(), 0);
+std::vector<std::uint32_t> Plan::streams_per_rank() const {
+  std::vector<std::uint32_t> n(num_ranks(), 0);
   for (std::uint64_t i = first_op(); i < num_ops(); ++i)
     if (rows_[i].rank < n.size())
-      n[rows_[i].rank] = std::max<StreamId>(n[rows_[i].rank], rows_[i].stream + 1);
+      n[rows_[i].rank] = std::max<std::uint32_t>(n[rows_[i].rank], rows_[i].stream + 1U);
   return n;
 }
 

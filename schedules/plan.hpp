@@ -170,8 +170,8 @@ class Plan {
             deps_.data() + (dep_begin_[g + 1] - deps_base_)};
   }
   // Streams used by each rank: 1 + the largest stream id seen for that rank (0 for a rank
-  // without ops), in one pass over the ops.
-  std::vector<StreamId> streams_per_rank() const;
+  // without ops), in one pass over the ops. Wider than StreamId: a rank may use stream 65535.
+  std::vector<std::uint32_t> streams_per_rank() const;
 
  private:
   static std::uint64_t pack(Region r);

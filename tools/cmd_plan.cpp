@@ -179,7 +179,7 @@ void show_command(const PlanOptions& o) {
   const sched::RankId p = plan.num_ranks();
   std::map<std::string, std::size_t> kinds;
   std::vector<std::size_t> per_rank(p, 0);
-  const std::vector<sched::StreamId> streams = plan.streams_per_rank();
+  const std::vector<std::uint32_t> streams = plan.streams_per_rank();
   std::vector<std::map<std::string, std::size_t>> rank_kinds(p);
   Bytes moved = 0;
   for (sched::OpId id = 0; id < plan.num_ops(); ++id) {

@@ -155,6 +155,13 @@ TEST_CASE("a plan with a mistake in every op reports the first few and counts th
   }
 }
 
+TEST_CASE("a rank's streams are counted up to the last stream id a plan may use", "[plan_json]") {
+  const Plan plan = parse_plan(kHead + R"([{"kind":"delay","rank":0,"seconds":1,"stream":65535},)" +
+                                   R"({"kind":"delay","rank":0,"seconds":1,"stream":3}]})",
+                               "plan.json");
+  CHECK(plan.streams_per_rank() == std::vector<std::uint32_t>{65536, 0});
+}
+
 TEST_CASE("the shipped MSCCL examples import and verify", "[msccl]") {
   const std::string dir = std::string(COLLSIM_SOURCE_DIR) + "/configs/msccl/";
   const Plan ring = import_msccl(dir + "ring-allreduce-4.xml", 4 * 1024);

@@ -112,7 +112,7 @@ TEST_CASE("pipelined staging puts copies on their own streams and naive keeps on
   r.algorithm = Algorithm::naive;
   r.chunks = 1;
   const Plan naive = generate(router, r);
-  for (const StreamId streams : naive.streams_per_rank()) CHECK(streams == 1);
+  for (const std::uint32_t streams : naive.streams_per_rank()) CHECK(streams == 1);
   CHECK(count(naive).d2h > 0);
   CHECK(verify(naive).ok());
 }
