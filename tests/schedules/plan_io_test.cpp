@@ -155,6 +155,22 @@ TEST_CASE("a plan with a mistake in every op reports the first few and counts th
   }
 }
 
+TEST_CASE("a diagnostic sink shows its first problems and counts the rest", "[plan_json]") {
+  // The engine reports a plan's problems straight into one sink (no append), 25 of them here.
+  DiagnosticSink sink("plan.json");
+  for (int i = 0; i < 25; ++i) sink.error("/ops/" + std::to_string(i), "bad");
+  CHECK(sink.full());
+  try {
+    sink.throw_if_any();
+    FAIL("nothing thrown");
+  } catch (const InputError& e) {
+    const auto& d = e.diagnostics();
+    REQUIRE(d.size() == DiagnosticSink::kShown + 1);
+    CHECK(d[DiagnosticSink::kShown - 1].where == "/ops/19");
+    CHECK(d.back().message == "5 more problems not shown; fix the ones above and run again");
+  }
+}
+
 TEST_CASE("a rank's streams are counted up to the last stream id a plan may use", "[plan_json]") {
   const Plan plan = parse_plan(kHead + R"([{"kind":"delay","rank":0,"seconds":1,"stream":65535},)" +
                                    R"({"kind":"delay","rank":0,"seconds":1,"stream":3}]})",
