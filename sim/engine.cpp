@@ -376,6 +376,13 @@ class Engine {
   std::uint64_t stale_events_ = 0;
   static constexpr std::uint64_t kMinSweep = 1u << 16;
   static constexpr std::uint64_t kProgressEvery = (std::uint64_t{1} << 16) - 1;  // a mask
+  // Heavy sharing can spend minutes on fewer than 2^16 events (an all-to-all re-shares most of
+  // its flows at every arrival and departure): the display also hears of every 2^22 flows
+  // re-shared, a few tenths of a second of filling.
+  static constexpr std::uint64_t kProgressFilled = std::uint64_t{1} << 22;
+  std::uint64_t next_progress_filled_ = kProgressFilled;
+  bool progress_ = false;  // Options::progress is set
+  void report_progress();
   double now_ = 0;
   double last_end_ = 0;
   std::size_t done_ = 0;
@@ -1094,6 +1101,7 @@ std::vector<double> Engine::capacities() const {
 void Engine::setup() {
   observer_ = options_.observer;
   track_ = options_.record_ops || observer_ != nullptr;
+  progress_ = static_cast<bool>(options_.progress);
   rank_alpha_.resize(plan_.num_ranks());
   rank_launch_.resize(plan_.num_ranks());
   rank_event_.resize(plan_.num_ranks());
@@ -1205,6 +1213,16 @@ void Engine::add_ops(OpId end) {
   if (track_) timing_.resize(end, OpTiming{});
 }
 
+void Engine::report_progress() {
+  const std::uint64_t filled = flows_.stats().filled;
+  next_progress_filled_ = filled + kProgressFilled;
+  options_.progress(RunProgress{events_, now_, done_,
+                                growing_ == nullptr ? plan_.num_ops()
+                                : last_batch_       ? registered_
+                                                    : 0,
+                                filled});
+}
+
 bool Engine::completes_newest(const Event& e) const {
   if (e.kind() == EventKind::op_done) return e.id >= trigger_;
   if (e.kind() != EventKind::flow_done) return false;
@@ -1295,11 +1313,9 @@ void Engine::advance() {
       stop_ = StopReason::cancelled;
       return;
     }
-    if ((events_ & kProgressEvery) == 0 && options_.progress)
-      options_.progress(RunProgress{events_, now_, done_,
-                                    growing_ == nullptr ? plan_.num_ops()
-                                    : last_batch_       ? registered_
-                                                        : 0});
+    if (progress_ &&
+        ((events_ & kProgressEvery) == 0 || flows_.stats().filled >= next_progress_filled_))
+      report_progress();
     if (stale_events_ > kMinSweep && stale_events_ > queue_.size() / 2) {
       queue_.remove_if(
           [&](const Event& ev) {

@@ -49,6 +49,9 @@ struct RunProgress {
   double now = 0;  // simulated seconds reached
   std::uint64_t ops_done = 0;
   std::uint64_t ops_total = 0;  // 0 while a streamed plan is still being generated
+  // Flows re-shared so far, summed over every filling (SharingStats::filled): per event, how
+  // heavy the bandwidth sharing is.
+  std::uint64_t flows_filled = 0;
 };
 
 struct Options {
@@ -60,7 +63,8 @@ struct Options {
   std::uint64_t max_events = 0;
   double max_time = kUnlimited;               // simulated seconds
   const std::atomic<bool>* cancel = nullptr;  // polled after every event
-  // Called every 2^16 events, for a progress display on long runs; may be empty.
+  // Called every 2^16 events, and after every 2^22 flows re-shared (heavy sharing makes events
+  // slow), for a progress display on long runs; may be empty.
   std::function<void(const RunProgress&)> progress;
   std::string plan_file;  // names the plan in error messages; may be empty
   // Re-share arrivals and departures by region (sim/flow_model.hpp); off, by whole component.

@@ -163,6 +163,18 @@ bool parse_auto_search(const std::string& text) {
                    fmt::format("unknown search \"{}\"; expected full or fast", text));
 }
 
+// A share of ops done, with the digits that show it moving: a run that will take hours stays
+// under 1 % for many minutes.
+std::string format_percent(double fraction) {
+  const double percent = 100 * fraction;
+  if (percent >= 1 || percent <= 0) return fmt::format("{:.0f} %", percent);
+  return fmt::format("{:.2g} %", percent);
+}
+
+// Flows re-shared per event from which the progress line names heavy sharing as the cost. A ring
+// re-shares about 0.1, a tree about 10, an all-to-all through shared NICs thousands.
+constexpr std::uint64_t kHeavySharing = 1000;
+
 std::string plural(std::size_t n, const char* word) {
   return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
 }
@@ -385,6 +397,7 @@ void run_command(const RunOptions& o) {
   std::string shown;
   std::chrono::steady_clock::time_point first_report;
   double first_fraction = 0;
+  sim::RunProgress last{};
   context.progress = [&](const SimulationProgress& p) {
     const std::lock_guard lock(progress_mutex);
     const auto now = std::chrono::steady_clock::now();
@@ -392,11 +405,20 @@ void run_command(const RunOptions& o) {
       shown = p.what;
       first_report = now;
       first_fraction = p.fraction;
+      last = sim::RunProgress{};
     }
-    const std::string text =
+    std::string text =
         fmt::format("{}: {}{:.1f} M events, simulated {}", p.what,
-                    p.fraction >= 0 ? fmt::format("{:.0f} %, ", 100 * p.fraction) : "",
+                    p.fraction >= 0 ? format_percent(p.fraction) + ", " : "",
                     1e-6 * static_cast<double>(p.at.events), format_duration(p.at.now));
+    // Heavy sharing is why such a run is slow (docs/performance.md, "Known limits"): say so.
+    const std::uint64_t events = p.at.events - last.events;
+    const std::uint64_t filled = p.at.flows_filled - last.flows_filled;
+    if (filled >= kHeavySharing * std::max<std::uint64_t>(events, 1))
+      text += fmt::format(
+          ", {:.0f} flows re-shared per event",
+          static_cast<double>(filled) / static_cast<double>(std::max<std::uint64_t>(events, 1)));
+    last = p.at;
     double left = -1;
     if (first_fraction >= 0 && p.fraction > first_fraction) {
       const double spent = std::chrono::duration<double>(now - first_report).count();

@@ -271,3 +271,29 @@ TEST_CASE("a progress callback sees every 2^16th event, the time reached and the
   CHECK(quiet.time == r.time);
   CHECK(quiet.events == r.events);
 }
+
+TEST_CASE("a progress callback also hears of heavy sharing that makes few events slow", "[sim]") {
+  // n transfers of different sizes share one link, each on a stream of its own: every departure
+  // is an instant of its own and re-shares all the flows left, n^2 / 2 in all (4.5 M here, past
+  // the 2^22 that brings a report) in 2n events, far fewer than the 2^16 of the event count.
+  TwoGpus t(1e9, 0);
+  topo::Router router(t.topology);
+  auto plan = t.plan();
+  const std::uint32_t n = 3000;
+  for (std::uint32_t i = 0; i < n; ++i)
+    add_transfer(plan, 0, 1, Bytes{4096} * (i + 1), {}, {}, static_cast<sched::StreamId>(i));
+  std::vector<sim::RunProgress> calls;
+  sim::Options o;
+  o.progress = [&](const sim::RunProgress& at) { calls.push_back(at); };
+  const auto r = sim::simulate(router, plan, o);
+  REQUIRE(r.events < 65536);
+  REQUIRE(r.sharing.filled >= (std::uint64_t{1} << 22));
+  REQUIRE(!calls.empty());
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    CHECK(calls[i].flows_filled >= (i + 1) * (std::uint64_t{1} << 22));
+    CHECK(calls[i].flows_filled <= r.sharing.filled);
+    CHECK(calls[i].events <= r.events);
+  }
+  const auto quiet = sim::simulate(router, plan);
+  CHECK(quiet.time == r.time);
+}
