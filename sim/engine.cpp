@@ -9,6 +9,7 @@
 #include <optional>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "schedules/ring_column.hpp"
 #include "sim/copy_engines.hpp"
@@ -322,7 +323,18 @@ class Engine {
   sched::RingColumn<Finished> finished_;
   // Whether `to`, being registered, waits for the done op `from`'s release: queued then.
   bool release_pending(OpId from, OpId to);
-  bool grant_queued_ = false;       // a copy_grant event is queued
+  bool grant_queued_ = false;  // a copy_grant event is queued
+  // Whether copies on `gpu` may have to wait for an engine, now that a copy of `rank` on `stream`
+  // is added: more (rank, stream) pairs carry engine copies on the GPU than it has engines. A
+  // stream runs one op at a time, so with no more pairs than engines every copy finds one free,
+  // and the order in which copies are served never decides anything.
+  bool copies_may_queue(topo::NodeId gpu, RankId rank, sched::StreamId stream);
+  std::unordered_set<std::uint64_t> copy_lanes_;  // (rank, stream) pairs with engine copies
+  std::vector<std::uint32_t> copy_lanes_on_;      // by GPU, the pairs above on it
+  // By rank, the stream of its last engine copy: most copies are on the same stream as the one
+  // before, and need no look-up in copy_lanes_.
+  std::vector<std::uint32_t> last_copy_stream_;
+  bool copies_queue_ = false;       // some GPU's copies may wait: so they may from now on
   bool share_per_instant_ = false;  // Options::share_per_instant, unless copies may queue
   bool track_ = false;
 
@@ -516,7 +528,7 @@ bool Engine::add_records(OpId from, OpId n) {
     } else if (k == OpKind::copy) {
       const auto ck = sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer);
       r.copy = ck;
-      queues |= ck != CopyKind::host && topo_.node(gpu).copy_engines != 0;
+      if (ck != CopyKind::host) queues |= copies_may_queue(gpu, r.rank, r.stream);
       if (ck != CopyKind::d2d && host_missing())
         error(op, fmt::format("uses host memory, but GPU '{}' reaches no CPU; connect a CPU to it "
                               "or use a device buffer",
@@ -530,6 +542,22 @@ bool Engine::add_records(OpId from, OpId n) {
   }
   sink.throw_if_any();
   return queues;
+}
+
+bool Engine::copies_may_queue(topo::NodeId gpu, RankId rank, sched::StreamId stream) {
+  if (copies_queue_) return true;
+  const std::uint32_t engines = topo_.node(gpu).copy_engines;
+  if (engines == 0) return false;
+  // A rotated plan holds one rank per orbit, whose GPU may be shared with ranks it does not hold.
+  if (plan_.rotation != 0) return copies_queue_ = true;
+  if (last_copy_stream_.empty()) {
+    last_copy_stream_.assign(plan_.num_ranks(), ~std::uint32_t{0});
+    copy_lanes_on_.assign(topo_.num_nodes(), 0);
+  }
+  if (last_copy_stream_[rank] == stream) return false;
+  last_copy_stream_[rank] = stream;
+  if (copy_lanes_.insert(std::uint64_t{rank} << 16 | stream).second) ++copy_lanes_on_[gpu];
+  return copies_queue_ = copy_lanes_on_[gpu] > engines;
 }
 
 bool Engine::ends_agree(OpId send, OpId recv) const {
