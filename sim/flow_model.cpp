@@ -16,6 +16,8 @@ void FlowModel::reset(std::vector<double> capacity) {
   slots_ = 0;
   free_.clear();
   res_.assign(capacity.size(), Resource{});
+  settled_in_.assign(capacity.size(), 0);
+  flushes_ = 0;
   bytes_.assign(capacity.size(), 0.0);
   for (std::size_t r = 0; r < capacity.size(); ++r) res_[r].capacity = capacity[r];
   epoch_ = 0;
@@ -124,10 +126,21 @@ bool FlowModel::reshared_since(ResourceId r, std::uint32_t epoch) const {
   return true;
 }
 
+bool FlowModel::settled(ResourceId r, std::uint32_t first) {
+  if (settled_in_[r] == flushes_) return true;
+  if (!reshared_since(r, first)) return false;
+  settled_in_[r] = flushes_;
+  return true;
+}
+
 void FlowModel::flush(double now) {
   rescheduled_.clear();
   comp_res_.clear();
   if (pending_seeds_.empty()) return;
+  if (++flushes_ == 0) {  // wrapped: no mark left may match
+    std::fill(settled_in_.begin(), settled_in_.end(), 0);
+    flushes_ = 1;
+  }
   flushed_.clear();
   flushed_res_.clear();
   std::vector<ResourceId> pending;
@@ -153,7 +166,7 @@ void FlowModel::flush(double now) {
   for (std::size_t g = 0; g < groups; ++g) {
     seeds_.clear();
     for (std::uint32_t i = pending_groups_[g]; i < pending_groups_[g + 1]; ++i)
-      if (epoch_ < first || !reshared_since(pending[i], first)) seeds_.push_back(pending[i]);
+      if (epoch_ < first || !settled(pending[i], first)) seeds_.push_back(pending[i]);
     if (seeds_.empty()) continue;
     // Each region's own reschedulings: kept from one region to the next, the list grew with the
     // instant and the scan below was quadratic in its arrivals (65,536 at once on the
