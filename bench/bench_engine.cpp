@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
   bool jitter = false;
   std::string topology_file;
   std::string algorithm_name = "ring";
+  std::string collective_name = "allreduce";
   std::string case_name;
   double max_wall = 0;
   double max_mib = 0;
@@ -114,6 +115,9 @@ int main(int argc, char** argv) {
                  "built-in ring; --gpus and --jitter are then ignored and there is no closed form");
   app.add_option("--algorithm", algorithm_name,
                  "Allreduce algorithm: ring, tree, rhd, rd, hier, ...");
+  app.add_option("--collective", collective_name,
+                 "allreduce (the default), reduce_scatter, allgather, broadcast, reduce or "
+                 "alltoall; --sweep and the closed-form check are for allreduce only");
   app.add_option("--case", case_name,
                  "Print one row of the targets table (case, events, events/s, wall, CPU, peak, "
                  "target, met) under this name instead of the detailed row");
@@ -189,6 +193,9 @@ int main(int argc, char** argv) {
     const auto algorithm = sched::parse_algorithm(algorithm_name);
     if (!algorithm)
       throw InputError("", "--algorithm", "unknown algorithm '" + algorithm_name + "'");
+    const auto collective = sched::parse_collective(collective_name);
+    if (!collective)
+      throw InputError("", "--collective", "unknown collective '" + collective_name + "'");
     const auto target = [&](double wall_s, double cpu_s, double rate = 0) {
       std::string goal, met;
       if (max_wall > 0) goal = fmt::format("≤ {:g} s", max_wall);
@@ -324,7 +331,7 @@ int main(int argc, char** argv) {
           static_cast<unsigned long long>(r.ops_held));
     };
     sched::PlanRequest request;
-    request.collective = sched::Collective::allreduce;
+    request.collective = *collective;
     request.algorithm = *algorithm;
     request.size = parse_size(size_text);
     request.chunks = chunks;
@@ -380,7 +387,8 @@ int main(int argc, char** argv) {
     costs.bandwidth = bw;
     costs.launch = launch;
     costs.memory_bandwidth = mem;
-    const bool uniform = !jitter && topology_file.empty() && *algorithm == sched::Algorithm::ring;
+    const bool uniform = !jitter && topology_file.empty() && *algorithm == sched::Algorithm::ring &&
+                         *collective == sched::Collective::allreduce;
     const double model = uniform ? sched::closed_form(request, gpus, costs) : 0.0;
     const std::string versus =
         uniform ? fmt::format("{:.1e}", std::abs(result.time - model) / model) : std::string("n/a");

@@ -65,6 +65,10 @@ echo
   --topology "$(cluster 16384)" --algorithm tree --size 1GiB --chunks 8 --repeat 1
 "$bench" --case "64 GPUs (cluster-64), direct (one-shot), 64 MiB, k = 1" \
   --topology "$(cluster 64)" --algorithm direct --size 64MiB --chunks 1 --repeat 1
+# Heavy sharing: an all-to-all's flows all cross the NICs, and end one by one.
+"$bench" --case "128 GPUs (cluster-128), direct all-to-all, 256 MiB, k = 1" \
+  --topology "$(cluster 128)" --collective alltoall --algorithm direct --size 256MiB --chunks 1 \
+  --repeat 1
 "$bench" --case "8-GPU sweep (dgx-h100)" --sweep --topology configs/dgx-h100.json --chunks 8 \
   --max-wall 0.001
 # 335 M ops, streamed: the plan never exists whole (about 16 GiB if it did).
