@@ -323,7 +323,6 @@ class Engine {
   sched::RingColumn<Finished> finished_;
   // Whether `to`, being registered, waits for the done op `from`'s release: queued then.
   bool release_pending(OpId from, OpId to);
-  bool grant_queued_ = false;  // a copy_grant event is queued
   // Whether copies on `gpu` may have to wait for an engine, now that a copy of `rank` on `stream`
   // is added: more (rank, stream) pairs carry engine copies on the GPU than it has engines. A
   // stream runs one op at a time, so with no more pairs than engines every copy finds one free,
@@ -334,9 +333,11 @@ class Engine {
   // By rank, the stream of its last engine copy: most copies are on the same stream as the one
   // before, and need no look-up in copy_lanes_.
   std::vector<std::uint32_t> last_copy_stream_;
+  bool grant_queued_ = false;       // a copy_grant event is queued
   bool copies_queue_ = false;       // some GPU's copies may wait: so they may from now on
   bool share_per_instant_ = false;  // Options::share_per_instant, unless copies may queue
   bool track_ = false;
+  bool progress_ = false;  // Options::progress is set
 
   std::unordered_map<RouteKey, std::uint32_t, RouteKeyHash> routes_;
   // Routes by index, their links copied into one array: the router's Route objects sit wherever
@@ -393,7 +394,6 @@ class Engine {
   // re-shared, a few tenths of a second of filling.
   static constexpr std::uint64_t kProgressFilled = std::uint64_t{1} << 22;
   std::uint64_t next_progress_filled_ = kProgressFilled;
-  bool progress_ = false;  // Options::progress is set
   void report_progress();
   double now_ = 0;
   double last_end_ = 0;
