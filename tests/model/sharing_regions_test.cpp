@@ -124,8 +124,8 @@ TEST_CASE("runs whose copies never wait for an engine re-share once per instant"
   // A stream runs one op at a time, so a GPU with no more (rank, stream) pairs carrying copies
   // than copy engines never makes a copy wait, and the engine re-shares once per instant as if
   // its engines were unlimited: the same run to the bit. The hetero rack's ring stages through
-  // host memory on two streams of GPUs with two and three engines; re-shared after every change
-  // instead, it ends 1 % earlier. The DGX's direct allgather copies each rank's own piece.
+  // host memory on two streams of each A10 GPU, which has two engines; re-shared after every
+  // change instead, it ends 1 % earlier. The DGX's direct allgather copies each rank's own piece.
   for (const auto& [file, collective, algorithm] :
        {std::tuple{"hetero-rack", Collective::allreduce, Algorithm::ring},
         std::tuple{"dgx-h100", Collective::allgather, Algorithm::direct}}) {
