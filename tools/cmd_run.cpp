@@ -412,12 +412,11 @@ void run_command(const RunOptions& o) {
                     p.fraction >= 0 ? format_percent(p.fraction) + ", " : "",
                     1e-6 * static_cast<double>(p.at.events), format_duration(p.at.now));
     // Heavy sharing is why such a run is slow (docs/performance.md, "Known limits"): say so.
-    const std::uint64_t events = p.at.events - last.events;
+    const std::uint64_t events = std::max<std::uint64_t>(p.at.events - last.events, 1);
     const std::uint64_t filled = p.at.flows_filled - last.flows_filled;
-    if (filled >= kHeavySharing * std::max<std::uint64_t>(events, 1))
-      text += fmt::format(
-          ", {:.0f} flows re-shared per event",
-          static_cast<double>(filled) / static_cast<double>(std::max<std::uint64_t>(events, 1)));
+    if (filled >= kHeavySharing * events)
+      text += fmt::format(", {:.0f} flows re-shared per event",
+                          static_cast<double>(filled) / static_cast<double>(events));
     last = p.at;
     double left = -1;
     if (first_fraction >= 0 && p.fraction > first_fraction) {
