@@ -34,6 +34,8 @@ std::string_view to_string(StopReason s) {
       return "time limit reached";
     case StopReason::cancelled:
       return "cancelled";
+    case StopReason::sharing_limit:
+      return "sharing limit reached";
   }
   return "?";
 }
@@ -393,8 +395,14 @@ class Engine {
   // its flows at every arrival and departure): the display also hears of every 2^22 flows
   // re-shared, a few tenths of a second of filling.
   static constexpr std::uint64_t kProgressFilled = std::uint64_t{1} << 22;
+  static constexpr std::uint64_t kSharingChecks = 256;  // Options::max_reshared, first check
+  static constexpr double kPaceMargin = 4;
   std::uint64_t next_progress_filled_ = kProgressFilled;
   void report_progress();
+  std::uint64_t ops_total() const;  // 0 while a streamed plan is still being generated
+  // Options::max_reshared: the next count of flows re-shared at which the limit is checked.
+  std::uint64_t next_sharing_check_ = ~std::uint64_t{0};
+  bool over_sharing_limit(std::uint64_t filled);
   double now_ = 0;
   double last_end_ = 0;
   std::size_t done_ = 0;
@@ -1083,6 +1091,8 @@ Result Engine::collect(StopReason stop) {
   r.events = events_;
   r.flows = flow_count_;
   r.ops_held = ops_held_;
+  r.ops_done = done_;
+  r.ops_total = ops_total();
   r.stop = stop;
   r.rotation = plan_.rotation;
   r.sharing = flows_.stats();
@@ -1130,6 +1140,8 @@ void Engine::setup() {
   observer_ = options_.observer;
   track_ = options_.record_ops || observer_ != nullptr;
   progress_ = static_cast<bool>(options_.progress);
+  if (options_.max_reshared > 0)
+    next_sharing_check_ = std::max<std::uint64_t>(1, options_.max_reshared / kSharingChecks);
   rank_alpha_.resize(plan_.num_ranks());
   rank_launch_.resize(plan_.num_ranks());
   rank_event_.resize(plan_.num_ranks());
@@ -1244,11 +1256,25 @@ void Engine::add_ops(OpId end) {
 void Engine::report_progress() {
   const std::uint64_t filled = flows_.stats().filled;
   next_progress_filled_ = filled + kProgressFilled;
-  options_.progress(RunProgress{events_, now_, done_,
-                                growing_ == nullptr ? plan_.num_ops()
-                                : last_batch_       ? registered_
-                                                    : 0,
-                                filled});
+  options_.progress(RunProgress{events_, now_, done_, ops_total(), filled});
+}
+
+std::uint64_t Engine::ops_total() const {
+  if (growing_ == nullptr) return plan_.num_ops();
+  return last_batch_ ? registered_ : 0;
+}
+
+bool Engine::over_sharing_limit(std::uint64_t filled) {
+  const std::uint64_t limit = options_.max_reshared;
+  if (filled >= limit) return true;
+  next_sharing_check_ = std::min(limit, std::max(filled + 1, next_sharing_check_ * 2));
+  // At this pace (flows re-shared per op finished, times the ops of the plan), with a margin:
+  // the pace so far overstates the rest where each departure leaves fewer flows to re-share,
+  // by about 2 when they end one by one.
+  const std::uint64_t total = ops_total();
+  return total > 0 && static_cast<double>(filled) * static_cast<double>(total) >=
+                          kPaceMargin * static_cast<double>(limit) *
+                              static_cast<double>(std::max<std::size_t>(done_, 1));
 }
 
 bool Engine::completes_newest(const Event& e) const {
@@ -1341,8 +1367,12 @@ void Engine::advance() {
       stop_ = StopReason::cancelled;
       return;
     }
-    if (progress_ &&
-        ((events_ & kProgressEvery) == 0 || flows_.stats().filled >= next_progress_filled_))
+    const std::uint64_t filled = flows_.stats().filled;
+    if (filled >= next_sharing_check_ && over_sharing_limit(filled)) {
+      stop_ = StopReason::sharing_limit;
+      return;
+    }
+    if (progress_ && ((events_ & kProgressEvery) == 0 || filled >= next_progress_filled_))
       report_progress();
     if (stale_events_ > kMinSweep && stale_events_ > queue_.size() / 2) {
       queue_.remove_if(

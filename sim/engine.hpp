@@ -66,6 +66,15 @@ struct Options {
   // Called every 2^16 events, and after every 2^22 flows re-shared (heavy sharing makes events
   // slow), for a progress display on long runs; may be empty.
   std::function<void(const RunProgress&)> progress;
+  // The run stops (StopReason::sharing_limit) once bandwidth sharing has re-shared this many
+  // flows (SharingStats::filled; a filling takes 0.1 to 0.6 µs a flow), or earlier, checked at
+  // a 256th, a 128th, ... of it, when the flows re-shared per op finished so far times the
+  // plan's ops reach 4 times it (the pace so far overstates the rest by about 2 where flows
+  // end one by one, each leaving fewer to re-share). Where flows end one by one on resources that
+  // thousands of them share, every event re-shares them all, and a run that would take hours stops
+  // within seconds instead (docs/performance.md, "Known limits"). The pace is read only once the
+  // plan's op count is known (a whole plan, or a streamed one generated to its end). 0: no limit.
+  std::uint64_t max_reshared = 0;
   std::string plan_file;  // names the plan in error messages; may be empty
   // Re-share arrivals and departures by region (sim/flow_model.hpp); off, by whole component.
   // The same rates to 1e-9 either way: off is for tests and measurements.
@@ -91,7 +100,13 @@ struct Options {
   std::size_t window_ops = std::size_t{1} << 20;
 };
 
-enum class StopReason : std::uint8_t { finished, event_limit, time_limit, cancelled };
+enum class StopReason : std::uint8_t {
+  finished,
+  event_limit,
+  time_limit,
+  cancelled,
+  sharing_limit
+};
 std::string_view to_string(StopReason s);
 
 struct OpTiming {
@@ -122,6 +137,8 @@ struct Result {
   // The most ops the engine held records for at once: the unfinished ops and those above them
   // that were registered (a streamed run's batches, a whole plan's windows), else every op.
   std::uint64_t ops_held = 0;
+  std::uint64_t ops_done = 0;
+  std::uint64_t ops_total = 0;  // 0 when a streamed plan was stopped before its last batch
   StopReason stop = StopReason::finished;
   // 0, or the run simulated one rank per orbit of this rotation of the ranks (sim/rotation.hpp):
   // events and flows count the representatives' only; per-resource figures hold for every

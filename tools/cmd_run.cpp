@@ -73,6 +73,7 @@ struct RunOptions {
   bool symmetry = false;
   std::string auto_search = "full";
   std::string max_memory;
+  double max_reshared = kDefaultMaxReshared;
   bool progress = false;
   unsigned jobs = 0;
   std::size_t max_points = kDefaultMaxPoints;
@@ -123,6 +124,11 @@ void add_common_options(CLI::App& cmd, RunOptions& o, bool sweep) {
                  "algorithm, stop at the first k slower than the one before)")
       ->capture_default_str();
   add_max_memory_option(cmd, o.max_memory);
+  cmd.add_option("--max-reshared", o.max_reshared,
+                 "Stop a simulation once bandwidth sharing has re-shared this many flows, or "
+                 "its pace says it will (about 10^7 flows a second; runs whose flows end one by "
+                 "one on resources that thousands share take hours); 0: no limit")
+      ->capture_default_str();
   cmd.add_flag("--symmetry", o.symmetry,
                "Simulate one rank per orbit when rotating the ranks by some s maps the plan and "
                "the topology onto themselves (ring allreduce, reduce_scatter, allgather and hier "
@@ -153,6 +159,13 @@ std::string topology_label(const topo::Topology& t, const std::string& path) {
 void set_limits(Context& context, const RunOptions& o, unsigned concurrent) {
   context.max_memory = max_memory_limit(o.max_memory);
   context.concurrent = std::max(1u, concurrent);
+  // Below 2^64, so that the count converts exactly as far as a double holds it.
+  if (!(o.max_reshared >= 0 && o.max_reshared < 1.8e19))
+    throw InputError("", "--max-reshared",
+                     fmt::format("{} is not a count of flows; use a number such as 1e10, or 0 "
+                                 "for no limit",
+                                 o.max_reshared));
+  context.max_reshared = static_cast<std::uint64_t>(o.max_reshared);
   cap_address_space(context.max_memory, context.concurrent);
 }
 
@@ -250,6 +263,8 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
   if (o.symmetry) again += " --symmetry";
   if (o.auto_search != "full") again += fmt::format(" --auto-search {}", o.auto_search);
   if (!o.max_memory.empty()) again += fmt::format(" --max-memory {}", o.max_memory);
+  if (o.max_reshared != kDefaultMaxReshared)
+    again += fmt::format(" --max-reshared {:g}", o.max_reshared);
   lines.push_back(fmt::format("reproduce   {}", again));
   return lines;
 }
@@ -349,8 +364,8 @@ std::vector<std::string> auto_notes(const Evaluation& ev) {
     std::string list;
     for (const auto& a : refused_algos) list += (list.empty() ? "" : ", ") + a;
     notes.push_back(
-        fmt::format("{} pairs were refused by the generator or the size ({}); run one "
-                    "of them with --algo and --chunks to see why",
+        fmt::format("{} pairs were refused by the generator, the size or a limit ({}); run "
+                    "one of them with --algo and --chunks to see why",
                     refused, list));
   }
   return notes;

@@ -41,6 +41,7 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   check_request_memory(context, request, streamed);
   sim::Options options;
   options.cancel = context.cancel;
+  options.max_reshared = context.max_reshared;
   sched::Plan plan;
   ModelTermsSum terms(*context.router);
   // The model terms read every rank's ops, which a run of one rank per orbit does not build.
@@ -93,6 +94,27 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
                     "{} {} k={}",
                     result.events, format_duration(result.time), sched::to_string(algorithm),
                     sched::to_string(point.collective), chunks));
+  if (result.stop == sim::StopReason::sharing_limit) {
+    const double filled = static_cast<double>(result.sharing.filled);
+    const std::string pace =
+        result.sharing.filled >= context.max_reshared || result.ops_total == 0
+            ? std::string()
+            : fmt::format(", on pace for {:.2g}",
+                          filled * static_cast<double>(result.ops_total) /
+                              static_cast<double>(std::max<std::uint64_t>(result.ops_done, 1)));
+    throw SharingLimit(
+        "", "--max-reshared",
+        fmt::format("{} {} k={} stopped at simulated {} after re-sharing {:.2g} flows for {} of "
+                    "{} ops{}, against the limit of {:.2g}: each arrival or departure "
+                    "re-shares the flows coupled to it, and where thousands of flows share a "
+                    "few resources and end one by one a run takes hours (docs/performance.md, "
+                    "\"Known limits\"); use fewer ranks or another algorithm, or raise "
+                    "--max-reshared (0: no limit; 10^7 flows take about a second)",
+                    sched::to_string(algorithm), sched::to_string(point.collective), chunks,
+                    format_duration(result.time), filled, result.ops_done,
+                    result.ops_total == 0 ? std::string("?") : std::to_string(result.ops_total),
+                    pace, static_cast<double>(context.max_reshared)));
+  }
   if (result.stop != sim::StopReason::finished)
     throw InternalError(fmt::format("simulation of {} k={} stopped early ({}) without a limit set",
                                     sched::to_string(algorithm), chunks,
@@ -284,6 +306,10 @@ Evaluation evaluate_or_throw(const Context& context, const Point& point,
             row.algo = c.algo;
             row.chunks = k;
           }
+        } catch (const SharingLimit& e) {
+          c.error = e.what();
+          ev.candidates.push_back(std::move(c));
+          break;
         } catch (const InputError& e) {
           c.error = e.what();
         }

@@ -23,6 +23,7 @@
 #include "tools/report.hpp"
 #include "tools/resource_guard.hpp"
 #include "tools/value_lists.hpp"
+#include "topology/error.hpp"
 #include "topology/routing.hpp"
 
 namespace collsim::cli {
@@ -68,6 +69,9 @@ struct Context {
   // them would not fit in `max_memory` bytes; 0 turns the check off.
   std::uint64_t max_memory = 0;
   unsigned concurrent = 1;
+  // Each simulation stops once it has re-shared this many flows, or is on pace to
+  // (sim::Options::max_reshared), and its pair is refused; 0 turns the limit off.
+  std::uint64_t max_reshared = 0;
   // Called from the engine every 2^16 events of a simulation; may be called from several threads
   // at once. Empty: no progress.
   std::function<void(const SimulationProgress&)> progress;
@@ -95,6 +99,16 @@ class ModelTermsSum {
   std::vector<double> copy_, link_;  // by rank
   sched::OpId next_ = 0;
 };
+
+// A simulation stopped by --max-reshared. An auto search records its pair as refused and tries
+// no larger k of that algorithm: more chunks add flows to share, not fewer.
+class SharingLimit : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+// The default of --max-reshared: about 1000 s of bandwidth sharing at 10^7 flows a second.
+inline constexpr double kDefaultMaxReshared = 1e10;
 
 // One (algorithm, k) pair tried by an auto search.
 struct Candidate {

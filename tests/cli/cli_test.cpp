@@ -309,6 +309,32 @@ TEST_CASE("run with --algo auto says what it picked and the runner-up", "[cli][a
                         Catch::Contains("chunks      auto (free"));
 }
 
+TEST_CASE("the sharing limit stops heavy sharing, and auto counts the pair as refused",
+          "[cli][auto]") {
+  const std::string dgx = "run --topology configs/dgx-h100.json --size 64MiB";
+  // The one-shot allreduce's 56 flows cross the NVSwitch's ports together, far past 1000 flows
+  // re-shared; the limit decides from counts, so the message is the same on every machine.
+  const auto direct = run_cli(dgx + " --algo direct --max-reshared 1e3");
+  CHECK(direct.status == 2);
+  CHECK_THAT(direct.err, Catch::Contains("--max-reshared: direct allreduce k=1 stopped at") &&
+                             Catch::Contains("against the limit of 1e+03"));
+  CHECK(run_cli(dgx + " --algo direct").status == 0);
+  const auto picked = run_cli(dgx + " --algo auto --max-reshared 1e3");
+  INFO(picked.err);
+  REQUIRE(picked.status == 0);
+  // Without a limit 43 pairs run (naive has k = 1 only). With it, direct is refused at k = 1 and
+  // the tree at k = 16, and neither is tried at a larger k: 32 run and 8 are refused.
+  CHECK_THAT(picked.out, Catch::Contains("auto picked rhd with k = 2") &&
+                             Catch::Contains("of 32 pairs tried") &&
+                             Catch::Contains("8 pairs were refused by the generator, the size or "
+                                             "a limit (direct, naive, tree)"));
+  const auto unlimited = run_cli(dgx + " --algo auto --max-reshared 0");
+  REQUIRE(unlimited.status == 0);
+  CHECK_THAT(unlimited.out,
+             Catch::Contains("auto picked rhd with k = 2") && Catch::Contains("of 43 pairs tried"));
+  CHECK(run_cli(dgx + " --max-reshared -1").status == 2);
+}
+
 TEST_CASE("the fast auto search picks what the full one picks on the shipped DGX", "[cli][auto]") {
   // Time against k falls then rises for these schedules, so stopping at the first rise loses
   // nothing; the rows (pick, time, events) must be identical.

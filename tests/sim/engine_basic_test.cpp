@@ -30,6 +30,13 @@ struct TwoGpus {
   }
 };
 
+// n transfers of different sizes share one link, each on a stream of its own: every departure is
+// an instant of its own and re-shares all the flows left, n^2 / 2 in all, in 2n events.
+void add_shared_transfers(sched::Plan& plan, std::uint32_t n) {
+  for (std::uint32_t i = 0; i < n; ++i)
+    add_transfer(plan, 0, 1, Bytes{4096} * (i + 1), {}, {}, static_cast<sched::StreamId>(i));
+}
+
 }  // namespace
 
 TEST_CASE("a bare two-GPU transfer costs exactly latency + bytes / bandwidth", "[sim]") {
@@ -273,15 +280,12 @@ TEST_CASE("a progress callback sees every 2^16th event, the time reached and the
 }
 
 TEST_CASE("a progress callback also hears of heavy sharing that makes few events slow", "[sim]") {
-  // n transfers of different sizes share one link, each on a stream of its own: every departure
-  // is an instant of its own and re-shares all the flows left, n^2 / 2 in all (4.5 M here, past
-  // the 2^22 that brings a report) in 2n events, far fewer than the 2^16 of the event count.
+  // 3000 flows re-share 4.5 M flows in all (past the 2^22 that brings a report) in 6000 events,
+  // far fewer than the 2^16 of the event count.
   TwoGpus t(1e9, 0);
   topo::Router router(t.topology);
   auto plan = t.plan();
-  const std::uint32_t n = 3000;
-  for (std::uint32_t i = 0; i < n; ++i)
-    add_transfer(plan, 0, 1, Bytes{4096} * (i + 1), {}, {}, static_cast<sched::StreamId>(i));
+  add_shared_transfers(plan, 3000);
   std::vector<sim::RunProgress> calls;
   sim::Options o;
   o.progress = [&](const sim::RunProgress& at) { calls.push_back(at); };
@@ -296,4 +300,50 @@ TEST_CASE("a progress callback also hears of heavy sharing that makes few events
   }
   const auto quiet = sim::simulate(router, plan);
   CHECK(quiet.time == r.time);
+}
+
+TEST_CASE("a sharing limit stops heavy sharing at the count, or earlier when on pace for it",
+          "[sim]") {
+  TwoGpus t(1e9, 0);
+  topo::Router router(t.topology);
+  auto plan = t.plan();
+  add_shared_transfers(plan, 3000);
+  const auto full = sim::simulate(router, plan);
+  REQUIRE(full.stop == sim::StopReason::finished);
+  const std::uint64_t needed = full.sharing.filled;  // about 4.5 M
+  REQUIRE(needed > 4'000'000);
+
+  sim::Options o;
+  SECTION("a limit above what the run needs changes nothing") {
+    o.max_reshared = needed + 1;
+    const auto r = sim::simulate(router, plan, o);
+    CHECK(r.stop == sim::StopReason::finished);
+    CHECK(r.time == full.time);
+    CHECK(r.events == full.events);
+    CHECK(r.ops_done == r.ops_total);
+  }
+  SECTION("a limit under it stops the run before its end, not far past the limit") {
+    // Half of the work falls in the first 30 % of the departures, when most flows still share
+    // the link: the pace reads ahead only once enough ops have ended to say so.
+    o.max_reshared = needed / 2;
+    const auto r = sim::simulate(router, plan, o);
+    CHECK(r.stop == sim::StopReason::sharing_limit);
+    CHECK(r.ops_done < r.ops_total);
+    CHECK(r.ops_total == plan.num_ops());
+    CHECK(r.time < full.time);
+    CHECK(r.sharing.filled <= o.max_reshared + 3000);
+  }
+  SECTION("a run on pace for many times the limit stops early, long before the count") {
+    // The first departures each re-share nearly all 3000 flows: at a 256th of the limit, a few
+    // ops have ended for 4000 flows re-shared, a pace of over 4 million for the plan's 6000 ops.
+    o.max_reshared = 1'000'000;
+    const auto r = sim::simulate(router, plan, o);
+    CHECK(r.stop == sim::StopReason::sharing_limit);
+    CHECK(r.sharing.filled < o.max_reshared / 16);
+    CHECK(r.ops_done > 0);
+    // The same counts, so the same stop: runs repeat exactly.
+    const auto again = sim::simulate(router, plan, o);
+    CHECK(again.events == r.events);
+    CHECK(again.time == r.time);
+  }
 }
