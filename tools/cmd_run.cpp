@@ -337,19 +337,27 @@ std::vector<std::string> auto_notes(const Evaluation& ev) {
   const Candidate* runner = nullptr;
   const Candidate* other_algo = nullptr;
   std::size_t refused = 0;
+  std::size_t slower = 0;
   for (const Candidate& c : ev.candidates) {
     if (!c.error.empty()) {
       ++refused;
+      continue;
+    }
+    if (c.slower) {
+      ++slower;
       continue;
     }
     if (c.algo == r.algo && c.chunks == r.chunks) continue;
     if (runner == nullptr || c.time < runner->time) runner = &c;
     if (c.algo != r.algo && (other_algo == nullptr || c.time < other_algo->time)) other_algo = &c;
   }
-  notes.push_back(
-      fmt::format("auto picked {} with k = {}: {:.2f} us, the lowest simulated time "
-                  "of {} pairs tried",
-                  r.algo, r.chunks, r.time * 1e6, ev.candidates.size() - refused));
+  notes.push_back(fmt::format(
+      "auto picked {} with k = {}: {:.2f} us, the lowest simulated time of {} pairs tried{}",
+      r.algo, r.chunks, r.time * 1e6, ev.candidates.size() - refused,
+      slower == 0 ? std::string()
+                  : fmt::format(" ({} of them stopped once slower than the best pairs of two "
+                                "algorithms)",
+                                slower)));
   auto versus = [&](const Candidate& c, const char* what) {
     return fmt::format("{} {} with k = {}: {:.2f} us ({:+.1f}%)", what, c.algo, c.chunks,
                        c.time * 1e6, r.time > 0 ? (c.time / r.time - 1) * 100 : 0.0);

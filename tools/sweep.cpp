@@ -26,14 +26,16 @@ bool cancelled(const Context& context) {
 
 struct Simulated {
   double time = 0;
+  bool slower = false;  // stopped at the time bound given: its time is past `time`
   std::uint64_t events = 0;
   ModelTerms terms;
   std::string symmetry;  // Evaluation::symmetry
   Usage usage;           // when Context::usage
 };
 
+// `bound`: the run may stop once past this simulated time (Simulated::slower).
 Simulated simulate_one(const Context& context, const Point& point, sched::Algorithm algorithm,
-                       std::uint32_t chunks) {
+                       std::uint32_t chunks, double bound = kUnlimited) {
   const sched::PlanRequest request = make_request(context, point, algorithm, chunks);
   // Ring collectives and hier are simulated while they are generated (the model terms are
   // summed batch by batch); the other plans come whole, registered in windows where they allow.
@@ -42,6 +44,7 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   sim::Options options;
   options.cancel = context.cancel;
   options.max_reshared = context.max_reshared;
+  options.max_time = bound;
   sched::Plan plan;
   ModelTermsSum terms(*context.router);
   // The model terms read every rank's ops, which a run of one rank per orbit does not build.
@@ -94,6 +97,12 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
                     "{} {} k={}",
                     result.events, format_duration(result.time), sched::to_string(algorithm),
                     sched::to_string(point.collective), chunks));
+  if (result.stop == sim::StopReason::time_limit && bound < kUnlimited) {
+    Simulated past;
+    past.time = bound;
+    past.slower = true;
+    return past;
+  }
   if (result.stop == sim::StopReason::sharing_limit) {
     const double filled = static_cast<double>(result.sharing.filled);
     const std::string pace =
@@ -122,7 +131,9 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   if (!std::isfinite(result.time) || result.time < 0)
     throw InternalError(fmt::format("simulation of {} k={} finished at time {}",
                                     sched::to_string(algorithm), chunks, result.time));
-  Simulated s{result.time, result.events, {}, {}, {}};
+  Simulated s;
+  s.time = result.time;
+  s.events = result.events;
   if (context.model_terms) s.terms = terms.terms();
   if (context.usage)
     s.usage = Usage{result.time, result.resources, result.copy_engines, result.rotation};
@@ -287,35 +298,78 @@ Evaluation evaluate_or_throw(const Context& context, const Point& point,
       make_request(context, point, algorithms.front(), 1);
       ks = auto_chunk_counts(point.size / sched::dtype_size(point.dtype));
     }
+    // The notes on a pick name the winner, the runner-up and the best pair of another algorithm
+    // (cmd_run.cpp, auto_notes). Once two algorithms have pairs at or under some time, a pair
+    // past it can be none of the three, so it is simulated only that far: `bound`, the least
+    // such time so far.
+    std::vector<std::pair<double, sched::Algorithm>> finished;
+    double bound = kUnlimited;
+    const auto tighten = [&] {
+      std::sort(finished.begin(), finished.end(),
+                [](const auto& x, const auto& y) { return x.first < y.first; });
+      for (const auto& [time, algorithm] : finished)
+        if (algorithm != finished.front().second) {
+          bound = time;
+          return;
+        }
+    };
+    // Pairs are kept in the notes' order, algorithm by algorithm and k upwards, where ties go to
+    // the earlier pair, whatever the order they are simulated in.
+    const bool fast = context.fast_auto && point.chunks == kAutoChunks;
+    const std::size_t nk = ks.size();
+    std::vector<std::optional<Candidate>> tried(algorithms.size() * nk);
+    std::vector<std::optional<double>> previous(algorithms.size());
+    std::vector<bool> ended(algorithms.size(), false);
     std::optional<Simulated> best;
-    for (sched::Algorithm a : algorithms) {
-      std::optional<double> previous;
-      for (std::uint32_t k : ks) {
-        Candidate c{std::string(sched::to_string(a)), k, 0, {}};
-        try {
-          const Simulated s = simulate_one(context, point, a, k);
-          c.time = s.time;
-          const bool rising = previous && s.time > *previous;
-          previous = s.time;
-          if (rising && context.fast_auto && point.chunks == kAutoChunks) {
-            ev.candidates.push_back(std::move(c));
-            break;
-          }
-          if (!best || s.time < best->time) {
+    std::size_t best_at = 0;
+    const auto run_pair = [&](std::size_t ai, std::size_t ki) {
+      const sched::Algorithm a = algorithms[ai];
+      const std::uint32_t k = ks[ki];
+      const std::size_t at = ai * nk + ki;
+      Candidate c{std::string(sched::to_string(a)), k, 0, {}, false};
+      try {
+        // The fast search compares each k with the one before, so it must know which is slower:
+        // the first k runs to its end, a later one past the bound and the k before.
+        const double limit = !fast           ? bound
+                             : !previous[ai] ? kUnlimited
+                                             : std::max(bound, *previous[ai]);
+        const Simulated s = simulate_one(context, point, a, k, limit);
+        c.time = s.time;
+        c.slower = s.slower;
+        const bool rising = previous[ai] && (s.slower || s.time > *previous[ai]);
+        previous[ai] = s.time;
+        if (rising && fast) ended[ai] = true;
+        if (!s.slower) {
+          finished.emplace_back(s.time, a);
+          tighten();
+          if (!best || s.time < best->time || (s.time == best->time && at < best_at)) {
             best = s;
+            best_at = at;
             row.algo = c.algo;
             row.chunks = k;
           }
-        } catch (const SharingLimit& e) {
-          c.error = e.what();
-          ev.candidates.push_back(std::move(c));
-          break;
-        } catch (const InputError& e) {
-          c.error = e.what();
         }
-        ev.candidates.push_back(std::move(c));
+      } catch (const SharingLimit& e) {
+        c.error = e.what();
+        ended[ai] = true;
+      } catch (const InputError& e) {
+        c.error = e.what();
       }
+      tried[at] = std::move(c);
+    };
+    if (fast) {
+      for (std::size_t ai = 0; ai < algorithms.size(); ++ai)
+        for (std::size_t ki = 0; ki < nk && !ended[ai]; ++ki) run_pair(ai, ki);
+    } else {
+      // The first k of every algorithm first: the bound needs two algorithms, and the first
+      // algorithm's larger k (a 1024-GPU ring at k = 64: 400 M events) would otherwise all run to
+      // their ends.
+      for (std::size_t ai = 0; ai < algorithms.size(); ++ai) run_pair(ai, 0);
+      for (std::size_t ai = 0; ai < algorithms.size(); ++ai)
+        for (std::size_t ki = 1; ki < nk && !ended[ai]; ++ki) run_pair(ai, ki);
     }
+    for (auto& c : tried)
+      if (c) ev.candidates.push_back(std::move(*c));
     if (!best) {
       std::string why;
       for (const Candidate& c : ev.candidates)

@@ -115,7 +115,8 @@ struct Candidate {
   std::string algo;
   std::uint32_t chunks = 0;
   double time = 0;
-  std::string error;  // why the pair was refused, if it was
+  std::string error;    // why the pair was refused, if it was
+  bool slower = false;  // stopped once past `time`, slower than two algorithms' best pairs
 };
 
 // Where a simulated run spent its bandwidth: what run --bottlenecks prints (tools/bottlenecks.hpp).

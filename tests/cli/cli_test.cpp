@@ -1,5 +1,7 @@
 // End-to-end tests of `collsim run` and `collsim sweep`: the binary is run on small topologies
 // under tests/cli/data whose costs can be derived by hand.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdlib>
@@ -319,19 +321,25 @@ TEST_CASE("the sharing limit stops heavy sharing, and auto counts the pair as re
   CHECK_THAT(direct.err, Catch::Contains("--max-reshared: direct allreduce k=1 stopped at") &&
                              Catch::Contains("against the limit of 1e+03"));
   CHECK(run_cli(dgx + " --algo direct").status == 0);
+  // A pair stopped by the limit is refused, and the algorithm's larger k are not tried: alone
+  // in the search, direct has nothing left.
+  const auto alone = run_cli(dgx + " --algo direct --chunks auto --max-reshared 1e3");
+  CHECK(alone.status == 2);
+  CHECK_THAT(alone.err, Catch::Contains("tried 1 pairs, refused because:") &&
+                            Catch::Contains("direct k=1: --max-reshared: direct allreduce k=1"));
+  // Among the others, the tree is refused from k = 8 on; the pick stays, and the notes say what
+  // was refused.
   const auto picked = run_cli(dgx + " --algo auto --max-reshared 1e3");
   INFO(picked.err);
   REQUIRE(picked.status == 0);
-  // Without a limit 43 pairs run (naive has k = 1 only). With it, direct is refused at k = 1 and
-  // the tree at k = 16, and neither is tried at a larger k: 32 run and 8 are refused.
   CHECK_THAT(picked.out, Catch::Contains("auto picked rhd with k = 2") &&
-                             Catch::Contains("of 32 pairs tried") &&
-                             Catch::Contains("8 pairs were refused by the generator, the size or "
-                                             "a limit (direct, naive, tree)"));
+                             Catch::Contains("refused by the generator, the size or a limit") &&
+                             Catch::Contains("tree); run one"));
   const auto unlimited = run_cli(dgx + " --algo auto --max-reshared 0");
   REQUIRE(unlimited.status == 0);
-  CHECK_THAT(unlimited.out,
-             Catch::Contains("auto picked rhd with k = 2") && Catch::Contains("of 43 pairs tried"));
+  CHECK_THAT(unlimited.out, Catch::Contains("auto picked rhd with k = 2") &&
+                                Catch::Contains("6 pairs were refused by the generator, the size "
+                                                "or a limit (naive)"));
   CHECK(run_cli(dgx + " --max-reshared -1").status == 2);
 }
 
@@ -348,6 +356,76 @@ TEST_CASE("the fast auto search picks what the full one picks on the shipped DGX
   REQUIRE(fast.status == 0);
   CHECK(csv_rows(full.out).size() == 4);
   CHECK(full.out == fast.out);
+}
+
+TEST_CASE("an auto search's notes are those of every pair simulated to its end", "[cli][auto]") {
+  // Auto stops a pair once it is slower than the best pairs of two algorithms; the winner, the
+  // runner-up, the best other algorithm and, for the fast search, the pairs tried must still be
+  // what the times of every pair, from a sweep that runs each to its end, say they are.
+  const std::string algos = "ring,tree,rhd,rd,hier,direct,naive";
+  const std::string ks = "1,2,4,8,16,32,64";
+  for (const auto& [topology, size] :
+       {std::pair<std::string, std::string>{"configs/dgx-h100.json", "64MiB"},
+        {"configs/dgx-h100.json", "64KiB"},
+        {"tests/cli/data/four-gpus-switch.json", "16MiB"},
+        {"configs/t4x4-pcie.json", "4MiB"}}) {
+    const std::string where = "--topology " + topology + " --size " + size + " --max-reshared 0";
+    const auto sweep = run_cli("sweep " + where + " --algo " + algos + " --chunks " + ks +
+                               " --format csv --no-wall");
+    // Naive refuses k > 1, so the sweep reports failed points; every row is there all the same.
+    INFO(topology << " " << size << "\n" << sweep.err);
+    REQUIRE(csv_rows(sweep.out).size() == 50);
+    struct Pair {
+      std::string algo, k;
+      double us;
+    };
+    std::vector<Pair> pairs;  // in the order auto tries them; refused pairs left out
+    std::size_t fast_tried = 0;
+    std::string last_algo;
+    double previous = 0;
+    bool stopped = false;
+    for (const auto& row : csv_rows(sweep.out)) {
+      if (row.size() < 9 || row[0] == "collective" || row[8].empty()) continue;
+      const double us = std::stod(row[8]);
+      if (row[1] != last_algo) {
+        last_algo = row[1];
+        stopped = false;
+      } else if (!stopped && us > previous) {
+        stopped = true;
+        ++fast_tried;  // the first rise is tried, then the algorithm ends
+      }
+      if (!stopped) ++fast_tried;
+      previous = us;
+      pairs.push_back({row[1], row[7], us});
+    }
+    REQUIRE(pairs.size() > 10);
+    const Pair* best = &pairs.front();
+    for (const Pair& p : pairs)
+      if (p.us < best->us) best = &p;
+    const Pair* runner = nullptr;
+    const Pair* other = nullptr;
+    for (const Pair& p : pairs) {
+      if (&p == best) continue;
+      if (runner == nullptr || p.us < runner->us) runner = &p;
+      if (p.algo != best->algo && (other == nullptr || p.us < other->us)) other = &p;
+    }
+    const auto note = [&](const char* what, const Pair& p) {
+      return fmt::format("# {} {} with k = {}: {:.2f} us ({:+.1f}%)", what, p.algo, p.k, p.us,
+                         (p.us / best->us - 1) * 100);
+    };
+    for (const std::string search : {"full", "fast"}) {
+      const auto picked = run_cli("run " + where + " --algo auto --auto-search " + search);
+      INFO(search << "\n" << picked.out << picked.err);
+      REQUIRE(picked.status == 0);
+      CHECK_THAT(picked.out, Catch::Contains(fmt::format("# auto picked {} with k = {}: {:.2f} us",
+                                                         best->algo, best->k, best->us)));
+      CHECK_THAT(picked.out, Catch::Contains(note("runner-up", *runner)));
+      if (other != runner)
+        CHECK_THAT(picked.out, Catch::Contains(note("best other algorithm", *other)));
+      const std::size_t tried = search == "full" ? pairs.size() : fast_tried;
+      CHECK_THAT(picked.out, Catch::Contains(fmt::format("of {} pairs tried", tried)));
+    }
+  }
 }
 
 TEST_CASE("the reproduce line of a table gives the same table", "[cli][golden]") {
