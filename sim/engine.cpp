@@ -395,7 +395,7 @@ class Engine {
   // its flows at every arrival and departure): the display also hears of every 2^22 flows
   // re-shared, a few tenths of a second of filling.
   static constexpr std::uint64_t kProgressFilled = std::uint64_t{1} << 22;
-  static constexpr std::uint64_t kSharingChecks = 256;  // Options::max_reshared, first check
+  static constexpr std::uint64_t kSharingChecks = 2048;  // Options::max_reshared, first check
   static constexpr double kPaceMargin = 4;
   std::uint64_t next_progress_filled_ = kProgressFilled;
   void report_progress();
@@ -1271,10 +1271,11 @@ bool Engine::over_sharing_limit(std::uint64_t filled) {
   // At this pace (flows re-shared per op finished, times the ops of the plan), with a margin:
   // the pace so far overstates the rest where each departure leaves fewer flows to re-share,
   // by about 2 when they end one by one.
+  // No pace before an op has finished.
   const std::uint64_t total = ops_total();
-  return total > 0 && static_cast<double>(filled) * static_cast<double>(total) >=
-                          kPaceMargin * static_cast<double>(limit) *
-                              static_cast<double>(std::max<std::size_t>(done_, 1));
+  return total > 0 && done_ > 0 &&
+         static_cast<double>(filled) * static_cast<double>(total) >=
+             kPaceMargin * static_cast<double>(limit) * static_cast<double>(done_);
 }
 
 bool Engine::completes_newest(const Event& e) const {

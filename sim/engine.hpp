@@ -67,13 +67,15 @@ struct Options {
   // slow), for a progress display on long runs; may be empty.
   std::function<void(const RunProgress&)> progress;
   // The run stops (StopReason::sharing_limit) once bandwidth sharing has re-shared this many
-  // flows (SharingStats::filled; a filling takes 0.1 to 0.6 µs a flow), or earlier, checked at
-  // a 256th, a 128th, ... of it, when the flows re-shared per op finished so far times the
-  // plan's ops reach 4 times it (the pace so far overstates the rest by about 2 where flows
-  // end one by one, each leaving fewer to re-share). Where flows end one by one on resources that
-  // thousands of them share, every event re-shares them all, and a run that would take hours stops
-  // within seconds instead (docs/performance.md, "Known limits"). The pace is read only once the
-  // plan's op count is known (a whole plan, or a streamed one generated to its end). 0: no limit.
+  // flows (SharingStats::filled; a filling takes 0.1 to 2 µs a flow), or earlier on its pace:
+  // checked at a 2048th, a 1024th, ... of it, once an op has finished, when the flows re-shared
+  // per op finished so far, times the plan's ops, reach 4 times it (the pace so far overstates
+  // the rest by about 2 where flows end one by one, each leaving fewer to re-share). Where
+  // thousands of flows share a few resources and end one by one, every event re-shares them
+  // all, and a run that would take hours stops within seconds instead (docs/performance.md,
+  // "Known limits"). The pace is read only once the plan's op count is known (a whole plan, or
+  // a streamed one generated to its end). Decided from counts only: a run stops at the same
+  // event everywhere. 0: no limit.
   std::uint64_t max_reshared = 0;
   std::string plan_file;  // names the plan in error messages; may be empty
   // Re-share arrivals and departures by region (sim/flow_model.hpp); off, by whole component.

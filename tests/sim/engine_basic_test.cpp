@@ -334,8 +334,8 @@ TEST_CASE("a sharing limit stops heavy sharing at the count, or earlier when on 
     CHECK(r.sharing.filled <= o.max_reshared + 3000);
   }
   SECTION("a run on pace for many times the limit stops early, long before the count") {
-    // The first departures each re-share nearly all 3000 flows: at a 256th of the limit, a few
-    // ops have ended for 4000 flows re-shared, a pace of over 4 million for the plan's 6000 ops.
+    // The first departure re-shares the flows left: its two ops have ended for 3000 flows
+    // re-shared, a pace of 9 million for the plan's 6000 ops, over 4 times the limit.
     o.max_reshared = 1'000'000;
     const auto r = sim::simulate(router, plan, o);
     CHECK(r.stop == sim::StopReason::sharing_limit);
