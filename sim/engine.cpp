@@ -1268,10 +1268,9 @@ bool Engine::over_sharing_limit(std::uint64_t filled) {
   const std::uint64_t limit = options_.max_reshared;
   if (filled >= limit) return true;
   next_sharing_check_ = std::min(limit, std::max(filled + 1, next_sharing_check_ * 2));
-  // At this pace (flows re-shared per op finished, times the ops of the plan), with a margin:
-  // the pace so far overstates the rest where each departure leaves fewer flows to re-share,
-  // by about 2 when they end one by one.
-  // No pace before an op has finished.
+  // At this pace (flows re-shared per op finished, times the ops of the plan; none before an op
+  // has finished), with a margin: the pace so far overstates the rest where each departure
+  // leaves fewer flows to re-share, by about 2 when they end one by one.
   const std::uint64_t total = ops_total();
   return total > 0 && done_ > 0 &&
          static_cast<double>(filled) * static_cast<double>(total) >=
