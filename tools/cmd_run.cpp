@@ -160,10 +160,11 @@ void set_limits(Context& context, const RunOptions& o, unsigned concurrent) {
   context.max_memory = max_memory_limit(o.max_memory);
   context.concurrent = std::max(1u, concurrent);
   // Below 2^64, so that the count converts exactly as far as a double holds it.
-  if (!(o.max_reshared >= 0 && o.max_reshared < 1.8e19))
+  if (!(o.max_reshared >= 0 && o.max_reshared < 1.8e19) ||
+      o.max_reshared != std::floor(o.max_reshared))
     throw InputError("", "--max-reshared",
-                     fmt::format("{} is not a count of flows; use a number such as 1e10, or 0 "
-                                 "for no limit",
+                     fmt::format("{} is not a count of flows; use a whole number such as 1e10, "
+                                 "or 0 for no limit",
                                  o.max_reshared));
   context.max_reshared = static_cast<std::uint64_t>(o.max_reshared);
   cap_address_space(context.max_memory, context.concurrent);

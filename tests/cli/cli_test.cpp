@@ -341,6 +341,9 @@ TEST_CASE("the sharing limit stops heavy sharing, and auto counts the pair as re
                                 Catch::Contains("6 pairs were refused by the generator, the size "
                                                 "or a limit (naive)"));
   CHECK(run_cli(dgx + " --max-reshared -1").status == 2);
+  const auto fraction = run_cli(dgx + " --max-reshared 1.5");
+  CHECK(fraction.status == 2);
+  CHECK_THAT(fraction.err, Catch::Contains("1.5 is not a count of flows"));
 }
 
 TEST_CASE("the fast auto search picks what the full one picks on the shipped DGX", "[cli][auto]") {
