@@ -6,6 +6,7 @@
 #   BIG=1 bench/run.sh [build-dir]      also the 131,072-GPU tree (~16 GiB)
 #   DETAIL=0 bench/run.sh [build-dir]   the targets table only
 #   FULL_SWEEP=1 bench/run.sh [build-dir]   the sweep speed-up row on the issue's whole sweep
+#   TARGET_REPEAT=N bench/run.sh [build-dir]  runs per targets row, the median reported (3)
 #
 # Routing is ECMP, as the command line's default (bench_engine --routing shortest for the other),
 # except in the rows marked "shortest, symmetry".
@@ -22,6 +23,8 @@ if [[ ! -x $bench ]]; then
   exit 2
 fi
 repeat=${REPEAT:-3}
+# Targets rows: the median of this many runs of each case (wall and CPU each their own median).
+trepeat=${TARGET_REPEAT:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -40,45 +43,48 @@ EOF
   echo "$tmp/cluster-$1.json"
 }
 
-echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m) $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m) $(nproc) cores," \
+  "load $(cut -d' ' -f1-3 /proc/loadavg), $(git rev-parse --short HEAD 2>/dev/null || echo '?')," \
+  "median of $trepeat runs per row"
 echo
 "$bench" --header --case "1024 GPUs (cluster-1024), ring, 1 GiB, k = 8" \
-  --topology configs/cluster-1024.json --size 1GiB --chunks 8 --repeat 1 --max-wall 5 --max-mib 2048 \
-  --min-rate 1e7
+  --topology configs/cluster-1024.json --size 1GiB --chunks 8 --repeat "$trepeat" --max-wall 5 \
+  --max-mib 2048 --min-rate 1e7
 "$bench" --case "4096 GPUs (cluster-4096), ring, 1 GiB, k = 1" \
-  --topology "$(cluster 4096)" --size 1GiB --chunks 1 --repeat 1 --max-wall 5 --max-mib 1024
+  --topology "$(cluster 4096)" --size 1GiB --chunks 1 --repeat "$trepeat" --max-wall 5 \
+  --max-mib 1024
 # Shared links: the rails' rings cross the leaves and spines together.
 "$bench" --case "1024 GPUs (cluster-1024), hier, 1 GiB, k = 8" \
-  --topology configs/cluster-1024.json --algorithm hier --size 1GiB --chunks 8 --repeat 1 \
-  --min-rate 5e6
+  --topology configs/cluster-1024.json --algorithm hier --size 1GiB --chunks 8 \
+  --repeat "$trepeat" --min-rate 5e6
 "$bench" --case "2048 GPUs (cluster-2048), hier, 1 GiB, k = 8" \
-  --topology "$(cluster 2048)" --algorithm hier --size 1GiB --chunks 8 --repeat 1
+  --topology "$(cluster 2048)" --algorithm hier --size 1GiB --chunks 8 --repeat "$trepeat"
 # One sharing component: the tree's flows meet at every GPU's ports (max-min re-sharing
 # dominates), and the one-shot direct allreduce makes every flow cross two NICs shared by all.
 "$bench" --case "1024 GPUs (cluster-1024), tree, 1 GiB, k = 8" \
-  --topology configs/cluster-1024.json --algorithm tree --size 1GiB --chunks 8 --repeat 1
+  --topology configs/cluster-1024.json --algorithm tree --size 1GiB --chunks 8 --repeat "$trepeat"
 # Towards the 131,072-GPU tree: routes come from per-server and per-switch tables (routing by
 # cells), so the tree's cost is its re-sharing, which grows a little faster than p.
 "$bench" --case "4096 GPUs (cluster-4096), tree, 1 GiB, k = 8" \
-  --topology "$(cluster 4096)" --algorithm tree --size 1GiB --chunks 8 --repeat 1
+  --topology "$(cluster 4096)" --algorithm tree --size 1GiB --chunks 8 --repeat "$trepeat"
 "$bench" --case "16384 GPUs (cluster-16384), tree, 1 GiB, k = 8" \
-  --topology "$(cluster 16384)" --algorithm tree --size 1GiB --chunks 8 --repeat 1
+  --topology "$(cluster 16384)" --algorithm tree --size 1GiB --chunks 8 --repeat "$trepeat"
 "$bench" --case "64 GPUs (cluster-64), direct (one-shot), 64 MiB, k = 1" \
-  --topology "$(cluster 64)" --algorithm direct --size 64MiB --chunks 1 --repeat 1
+  --topology "$(cluster 64)" --algorithm direct --size 64MiB --chunks 1 --repeat "$trepeat"
 # Heavy sharing: an all-to-all's flows all cross the NICs, and end one by one.
 "$bench" --case "128 GPUs (cluster-128), direct all-to-all, 256 MiB, k = 1" \
   --topology "$(cluster 128)" --collective alltoall --algorithm direct --size 256MiB --chunks 1 \
-  --repeat 1
+  --repeat "$trepeat"
 "$bench" --case "8-GPU sweep (dgx-h100)" --sweep --topology configs/dgx-h100.json --chunks 8 \
   --max-wall 0.001
 # 335 M ops, streamed: the plan never exists whole (about 16 GiB if it did).
 "$bench" --case "1024 GPUs (cluster-1024), ring, 1 GiB, k = 64" \
-  --topology configs/cluster-1024.json --size 1GiB --chunks 64 --repeat 1 --max-wall 30
+  --topology configs/cluster-1024.json --size 1GiB --chunks 64 --repeat "$trepeat" --max-wall 30
 # One rank per orbit (--symmetry, sim/rotation.hpp): with shortest-path routing, rotating the
 # ranks by one leaf group (32 servers, 256 GPUs) maps the fabric and the ring and hier plans onto
 # themselves, so 256 ranks stand for all; ECMP's per-pair hash breaks that symmetry (the rows
 # above). Times equal those of every rank simulated under the same routing.
-sym=(--routing shortest --symmetry --repeat 1)
+sym=(--routing shortest --symmetry --repeat "$trepeat")
 "$bench" --case "1024 GPUs (cluster-1024), ring, 1 GiB, k = 8, shortest, symmetry" \
   --topology configs/cluster-1024.json --size 1GiB --chunks 8 "${sym[@]}" --max-wall 5 \
   --max-mib 2048
@@ -112,8 +118,8 @@ else
 fi
 if [[ ${BIG:-0} == 1 ]]; then
   "$bench" --case "131072 GPUs (cluster-131072), tree, 1 GiB, k = 8" \
-    --topology "$(cluster 131072)" --algorithm tree --size 1GiB --chunks 8 --repeat 1 \
-    --max-wall 60 --max-mib 16384
+    --topology "$(cluster 131072)" --algorithm tree --size 1GiB --chunks 8 \
+    --repeat "$trepeat" --max-wall 60 --max-mib 16384
 fi
 [[ ${DETAIL:-1} == 1 ]] || exit 0
 echo
