@@ -45,7 +45,7 @@ EOF
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m) $(nproc) cores," \
   "load $(cut -d' ' -f1-3 /proc/loadavg), $(git rev-parse --short HEAD 2>/dev/null || echo '?')," \
-  "median of $trepeat runs per row"
+  "runs per row: $trepeat, the median reported"
 echo
 "$bench" --header --case "1024 GPUs (cluster-1024), ring, 1 GiB, k = 8" \
   --topology configs/cluster-1024.json --size 1GiB --chunks 8 --repeat "$trepeat" --max-wall 5 \
