@@ -428,12 +428,32 @@ void FlowModel::add_to_component(ResourceId r) {
   prefetch_list(res_[r]);  // for fill()
 }
 
+namespace {
+
+// The first position from `i` on whose value equals `x` (zeros of either sign are equal), or
+// `n`: four values to a comparison where vector instructions allow.
+std::size_t next_equal(const double* v, std::size_t n, std::size_t i, double x) {
+#if defined(__SSE2__)
+  const __m128d target = _mm_set1_pd(x);
+  for (; i + 4 <= n; i += 4) {
+    const int low = _mm_movemask_pd(_mm_cmpeq_pd(_mm_loadu_pd(v + i), target));
+    const int high = _mm_movemask_pd(_mm_cmpeq_pd(_mm_loadu_pd(v + i + 2), target));
+    if ((low | high) != 0) break;
+  }
+#endif
+  while (i < n && v[i] != x) ++i;
+  return i;
+}
+
+}  // namespace
+
 double FlowModel::lowest_by_scan(ResourceId& bottleneck, bool ties_by_id) const {
   // The first lowest in the set's order, as a scan that keeps the first strictly lower share
   // finds it, or with `ties_by_id` the lowest with the least resource id, as lowest_in_heap()
   // finds it. Two passes: the lowest value, as a minimum that vector instructions take four
   // shares at a time (a share that is not a number never wins, as in the comparison), then its
-  // position. Zeros of either sign compare equal there, as they do in the scan.
+  // position (next_equal, four at a time too). Zeros of either sign compare equal there, as they
+  // do in the scan.
   const double* fair = fair_.data();
   const std::size_t n = fair_.size();
   double best = kUnlimited;
@@ -451,12 +471,12 @@ double FlowModel::lowest_by_scan(ResourceId& bottleneck, bool ties_by_id) const 
 #endif
   for (; i < n; ++i) best = fair[i] < best ? fair[i] : best;
   if (!(best < kUnlimited)) return kUnlimited;
-  i = 0;
-  while (fair[i] != best) ++i;
+  i = next_equal(fair, n, 0, best);
   bottleneck = comp_res_[i];
   if (ties_by_id)
-    for (std::size_t j = i + 1; j < n; ++j)
-      if (fair[j] == best && comp_res_[j] < bottleneck) bottleneck = comp_res_[j];
+    for (std::size_t j = next_equal(fair, n, i + 1, best); j < n;
+         j = next_equal(fair, n, j + 1, best))
+      if (comp_res_[j] < bottleneck) bottleneck = comp_res_[j];
   return best;
 }
 
