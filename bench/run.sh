@@ -6,7 +6,8 @@
 #   BIG=1 bench/run.sh [build-dir]      also the 131,072-GPU tree (~16 GiB)
 #   DETAIL=0 bench/run.sh [build-dir]   the targets table only
 #   FULL_SWEEP=1 bench/run.sh [build-dir]   the sweep speed-up row on the whole sweep
-#   TARGET_REPEAT=N bench/run.sh [build-dir]  runs per targets row, the median reported (3)
+#   TARGET_REPEAT=N bench/run.sh [build-dir]  runs per targets row, the median reported (3);
+#                                             in the 8-GPU sweeps, runs per collective
 #
 # Routing is ECMP, as the command line's default (bench_engine --routing shortest for the other),
 # except in the rows marked "shortest, symmetry".
@@ -76,7 +77,7 @@ echo
   --topology "$(cluster 128)" --collective alltoall --algorithm direct --size 256MiB --chunks 1 \
   --repeat "$trepeat"
 "$bench" --case "8-GPU sweep (dgx-h100)" --sweep --topology configs/dgx-h100.json --chunks 8 \
-  --max-wall 0.001
+  --max-wall 0.001 --repeat "$trepeat"
 # 335 M ops, streamed: the plan never exists whole (about 16 GiB if it did).
 "$bench" --case "1024 GPUs (cluster-1024), ring, 1 GiB, k = 64" \
   --topology configs/cluster-1024.json --size 1GiB --chunks 64 --repeat "$trepeat" --max-wall 30
@@ -97,7 +98,7 @@ sym=(--routing shortest --symmetry --repeat "$trepeat")
   --max-wall 60
 # Inside one NVSwitch server every rotation fits: ring and direct run one rank for all eight.
 "$bench" --case "8-GPU sweep (dgx-h100), symmetry" --sweep --topology configs/dgx-h100.json \
-  --chunks 8 --max-wall 0.001 --symmetry
+  --chunks 8 --max-wall 0.001 --symmetry --repeat "$trepeat"
 # Sweeps on threads (tools/sweep.hpp): the same points on one thread and on every core, the CSVs
 # compared but for wall_s. FULL_SWEEP=1: the whole sweep (12 sizes x k = 1..64 x 4
 # algorithms, 336 points, about 40 minutes on 2 cores) instead of 16 of its points.
