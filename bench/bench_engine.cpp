@@ -60,6 +60,7 @@ struct Timed {
   sim::Result result;
   double wall = 0;  // median over the runs, seconds
   double cpu = 0;
+  double first_cpu = 0;  // the first run's, with the coldest caches
 };
 
 // Runs `simulate` `repeat` times; the result of the last run and the median wall and CPU times.
@@ -74,6 +75,7 @@ Timed median_run(int repeat, Simulate simulate) {
     cpus.push_back(cpu_seconds() - c0);
     walls.push_back(seconds_since(t0));
   }
+  t.first_cpu = cpus.front();
   t.wall = median(walls);
   t.cpu = median(cpus);
   return t;
@@ -253,41 +255,32 @@ int main(int argc, char** argv) {
           if (!sched::why_not(r, gpus).empty()) continue;
           // Each collective runs `repeat` times and counts with its median wall and CPU time, so
           // that one preemption of the process does not decide a target judged on the slowest.
-          std::vector<double> walls, cpus, sim_cpus;
-          sim::Result res;
-          bool accepted = true;
-          for (int i = 0; i < repeat; ++i) {
-            const auto t0 = std::chrono::steady_clock::now();
-            const double c0 = cpu_seconds();
-            sched::Plan plan;
-            double c1 = c0;
-            try {
+          std::vector<double> generate_cpu;
+          Timed run;
+          try {
+            run = median_run(repeat, [&] {
               if (symmetry) {
                 // Generated while simulated, one rank per orbit where a rotation fits: one
                 // figure for both.
                 sim::Options o;
                 o.rank_symmetry = true;
-                res = sim::simulate(router, r, o);
-              } else {
-                plan = sched::generate(router, r);
-                c1 = cpu_seconds();
-                res = sim::simulate(router, plan);
+                return sim::simulate(router, r, o);
               }
-            } catch (const InputError&) {
-              accepted = false;  // e.g. hier on a machine without servers
-              break;
-            }
-            const double c2 = cpu_seconds();
-            walls.push_back(seconds_since(t0));
-            cpus.push_back(c2 - c0);
-            sim_cpus.push_back(c2 - c1);
+              const double c0 = cpu_seconds();
+              const sched::Plan plan = sched::generate(router, r);
+              generate_cpu.push_back(cpu_seconds() - c0);
+              return sim::simulate(router, plan);
+            });
+          } catch (const InputError&) {
+            continue;  // e.g. hier on a machine without servers
           }
-          if (!accepted) continue;
-          worst_first_cpu = std::max(worst_first_cpu, cpus.front());
-          const double wall = median(walls), cpu = median(cpus);
+          const double wall = run.wall, cpu = run.cpu;
+          const double generate = median(generate_cpu);
+          worst_first_cpu = std::max(worst_first_cpu, run.first_cpu);
+          const sim::Result& res = run.result;
           events += res.events;
           ++collectives;
-          sim_cpu += median(sim_cpus);
+          sim_cpu += cpu - generate;
           total_wall += wall;
           total_cpu += cpu;
           if (wall > worst_wall) {
@@ -301,8 +294,8 @@ int main(int argc, char** argv) {
           if (stats)
             std::fprintf(stderr, "%s %s k=%u: %llu events, generate %.6f s, simulate %.6f s CPU\n",
                          std::string(sched::to_string(a)).c_str(), format_size(size).c_str(),
-                         r.chunks, static_cast<unsigned long long>(res.events),
-                         cpu - median(sim_cpus), median(sim_cpus));
+                         r.chunks, static_cast<unsigned long long>(res.events), generate,
+                         cpu - generate);
           per_wall.push_back(wall);
           per_cpu.push_back(cpu);
         }
@@ -362,7 +355,7 @@ int main(int argc, char** argv) {
     request.chunks = chunks;
     if (!case_name.empty() && !whole && (sched::streams(request, gpus) || symmetry)) {
       // Generated while simulated, as the command line does: one figure for both.
-      const auto [result, wall, cpu] =
+      [[maybe_unused]] const auto [result, wall, cpu, first_cpu] =
           median_run(repeat, [&] { return sim::simulate(router, request, options); });
       report(result);
       if (stats && result.rotation != 0)
@@ -381,7 +374,7 @@ int main(int argc, char** argv) {
     const double generate_s = seconds_since(t0);
     const double plan_rss = peak_rss_mib();
 
-    const auto [result, wall, cpu] =
+    [[maybe_unused]] const auto [result, wall, cpu, first_cpu] =
         median_run(repeat, [&] { return sim::simulate(router, plan, options); });
 
     if (!case_name.empty()) {
