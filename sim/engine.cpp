@@ -1402,14 +1402,14 @@ Event Engine::next_event() {
 
 void Engine::prefetch_ahead() const {
   // Each stage reads only what an earlier stage prefetched, so that none of them waits.
-  const EventQueue::Lookahead next = queue_.lookahead(8);
+  const EventQueue::Lookahead next = queue_.lookahead();
   std::uint32_t id;
   EventKind kind;
   const auto flow_event = [&] {
     return (kind == EventKind::flow_done || kind == EventKind::latency_done) &&
            id < flows_.num_flow_slots();
   };
-  if (next.at(8, id, kind) && flow_event()) {
+  if (next.at(EventQueue::kLookaheadReach, id, kind) && flow_event()) {
     flows_.prefetch_flow(id);
     collsim::prefetch(&flow_info_[id]);
   }

@@ -4,21 +4,30 @@
 // The sequence number breaks ties between events at the same time in the order they were
 // scheduled, so a run never depends on container internals and repeats bit for bit.
 //
-// Ties are the rule, not the exception: on a uniform machine every rank of a ring finishes a
-// step at the same instant, and the events that step schedules again share one time. So events
-// are kept in *buckets*: FIFO runs of events with one time, and a 4-ary min-heap orders the
-// buckets by (time, creation order). A push joins the bucket of the previous push when the time
-// is the same, otherwise it opens a new bucket. Only the open bucket ever grows, so two buckets
-// of one time hold disjoint, ordered ranges of sequence numbers and popping bucket by bucket,
-// FIFO within a bucket, yields exactly (time, sequence) order.
+// Two tiers. The *front* is a short sorted array of the earliest events: pops read it in order,
+// the engine's lookahead reads the events after the earliest from it, and a push that falls
+// before its last event is inserted in place. Every other event waits in a *bucket*: a FIFO run
+// of events with one time. A push joins the bucket of the previous push when the time is the
+// same, otherwise it opens a new bucket, and a 4-ary min-heap orders the buckets by (time, first
+// sequence). Only the open bucket ever grows, so two buckets of one time hold disjoint, ordered
+// ranges of sequence numbers, and every bucketed event comes after every event of the front.
+// When the front runs low it is topped up from the earliest bucket, so draining the buckets
+// one after another yields exactly (time, sequence) order.
 //
-// Cost: an event is 16 bytes in its bucket and a bucket 24 bytes in the heap. A push that joins
-// the open bucket and a pop that does not empty its bucket are O(1); opening or emptying a bucket
-// is O(log4 b) for b open buckets. Times are non-negative doubles, whose bit patterns order like
-// unsigned integers, so comparisons are integer compares. Nothing allocates once the buckets and
-// the heap have grown to their working size. Events are never removed early: an event that
-// became stale (a flow whose rate changed) carries a version the engine checks when it pops it,
-// until the engine sweeps them out with remove_if().
+// Why two tiers: with many distinct times (flows of different rates, ECMP paths of different
+// latencies) a bucket holds few events, so a heap alone pays a sift per few events and its
+// lookahead sees one or two buckets, too few events to prefetch for. An event scheduled within
+// the front's span, as most are, never enters the heap (change 56 in
+// docs/performance-history.md).
+//
+// Cost: an event is 24 bytes in the front, 16 in its bucket, and a bucket 24 bytes in the heap.
+// A push into the front moves the events after it (at most kFrontMax); a push that joins the
+// open bucket and a pop are O(1); opening or emptying a bucket is O(log4 b) for b open buckets.
+// Times are non-negative doubles, whose bit patterns order like unsigned integers, so
+// comparisons are integer compares. Nothing allocates once the arrays have grown to their
+// working size. Events are never removed early: an event that became stale (a flow whose rate
+// changed) carries a version the engine checks when it pops it, until the engine sweeps them out
+// with remove_if().
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -63,10 +72,20 @@ class EventQueue {
   // `time` must be >= 0 and not NaN (the engine only adds non-negative durations to 0).
   void push(double time, EventKind kind, std::uint32_t id, std::uint32_t version = 0) {
     const std::uint64_t bits = std::bit_cast<std::uint64_t>(time + 0.0);  // -0.0 becomes +0.0
-    if (open_ == kNone || buckets_[open_].time_bits != bits) open_ = open_bucket(bits);
-    buckets_[open_].items.push_back(
-        Item{(next_seq_++ << 8) | static_cast<std::uint8_t>(kind), id, version});
+    const std::uint64_t seq_kind = (next_seq_++ << 8) | static_cast<std::uint8_t>(kind);
     ++size_;
+    // An empty front means no bucket either (pop() tops it up), so the event is the earliest.
+    if (front_head_ == front_.size() || bits < front_.back().time_bits) {
+      // After the events of its time or earlier: its sequence is the largest.
+      const auto pos =
+          std::upper_bound(front_.begin() + static_cast<std::ptrdiff_t>(front_head_), front_.end(),
+                           bits, [](std::uint64_t b, const Event& e) { return b < e.time_bits; });
+      front_.insert(pos, Event{bits, seq_kind, id, version});
+      if (front_.size() - front_head_ > kFrontMax) shrink_front();
+      return;
+    }
+    if (open_ == kNone || buckets_[open_].time_bits != bits) open_ = open_bucket(bits, seq_kind);
+    buckets_[open_].items.push_back(Item{seq_kind, id, version});
   }
 
   // Drops every event for which `stale(event)` holds, keeping the order of the rest. The engine
@@ -77,6 +96,10 @@ class EventQueue {
   // read: a sweep visits every bucket, each a miss of its own once the queue outgrows the caches.
   template <typename Stale, typename Hint>
   void remove_if(Stale stale, Hint hint) {
+    const auto live_end = std::remove_if(front_.begin() + static_cast<std::ptrdiff_t>(front_head_),
+                                         front_.end(), stale);
+    size_ -= static_cast<std::size_t>(front_.end() - live_end);
+    front_.erase(live_end, front_.end());
     constexpr std::size_t kRecordAhead = 12, kItemsAhead = 6, kHintAhead = 3;
     const std::size_t n = heap_.size();
     std::size_t kept = 0;
@@ -116,11 +139,12 @@ class EventQueue {
         if (open_ == key.bucket) open_ = kNone;
       }
     }
-    // Keys keep their values, so the order of the events is unchanged; the survivors are made a
+    // Keys keep their order, so the order of the events is unchanged; the survivors are made a
     // heap again bottom-up, O(n).
     heap_.resize(kept);
     for (std::size_t i = kept / 4 + 1; i-- > 0;)
       if (i < kept) sift_down(i, heap_[i]);
+    if (front_.size() - front_head_ < kFrontLow) top_up();
   }
 
   template <typename Stale>
@@ -129,83 +153,60 @@ class EventQueue {
   }
 
   // The time of the earliest event; the queue must not be empty.
-  double next_time() const {
-    return std::bit_cast<double>(buckets_[heap_.front().bucket].time_bits);
-  }
+  double next_time() const { return front_[front_head_].time(); }
   // Whether the earliest event comes before an event kept elsewhere under the sequence number
   // `seq` of take_seq(), at the time whose bits are `time_bits`; the queue must not be empty.
   bool front_before(std::uint64_t time_bits, std::uint64_t seq) const {
-    const Bucket& b = buckets_[heap_.front().bucket];
-    return b.time_bits < time_bits ||
-           (b.time_bits == time_bits && (b.items[b.head].seq_kind >> 8) < seq);
+    const Event& e = front_[front_head_];
+    return e.time_bits < time_bits || (e.time_bits == time_bits && (e.seq_kind >> 8) < seq);
   }
   // The sequence number the next push would get, for an event kept outside the queue (sim/
   // keyed_heap.hpp) that must run in the place a push would have given it.
   std::uint64_t take_seq() { return next_seq_++; }
 
   // The events queued next, as the queue stands (a later push may still come before some of
-  // them): the rest of the earliest bucket, then the bucket after it. Only a hint, for
-  // prefetching what those events will touch.
+  // them): those of the front. Only a hint, for prefetching what those events will touch.
   class Lookahead {
    public:
-    // The id and kind of the event `ahead` places after the earliest; false when the two
-    // buckets hold fewer.
+    // The id and kind of the event `ahead` places after the earliest; false when the front
+    // holds fewer.
     bool at(std::size_t ahead, std::uint32_t& id, EventKind& kind) const {
-      const Item* item;
-      if (ahead < first_n_) {
-        item = first_ + ahead;
-      } else if (ahead - first_n_ < second_n_) {
-        item = second_ + (ahead - first_n_);
-      } else {
-        return false;
-      }
-      id = item->id;
-      kind = static_cast<EventKind>(item->seq_kind & 0xff);
+      if (ahead >= n_) return false;
+      id = events_[ahead].id;
+      kind = events_[ahead].kind();
       return true;
     }
 
    private:
     friend class EventQueue;
-    const Item* first_ = nullptr;
-    const Item* second_ = nullptr;
-    std::size_t first_n_ = 0;
-    std::size_t second_n_ = 0;
+    const Event* events_ = nullptr;
+    std::size_t n_ = 0;
   };
-  // `reach`: the bucket after the earliest is looked up only when the earliest holds no more
-  // than that many events.
-  Lookahead lookahead(std::size_t reach) const {
+  // The front holds at least kFrontLow events while the queue does (fewer only when that is
+  // all there is), so a lookahead reaches at least kFrontLow - 1 places.
+  Lookahead lookahead() const {
     Lookahead l;
-    if (heap_.empty()) return l;
-    const Bucket& first = buckets_[heap_.front().bucket];
-    l.first_ = first.items.data() + first.head;
-    l.first_n_ = first.items.size() - first.head;
-    if (l.first_n_ > reach || heap_.size() < 2) return l;
-    const Bucket& second = buckets_[heap_[least_child(0, heap_.size())].bucket];
-    l.second_ = second.items.data() + second.head;
-    l.second_n_ = second.items.size() - second.head;
+    l.events_ = front_.data() + front_head_;
+    l.n_ = front_.size() - front_head_;
     return l;
   }
+  static constexpr std::size_t kLookaheadReach = 8;
 
   // The earliest event; the queue must not be empty.
   Event pop() {
-    const std::uint32_t b = heap_.front().bucket;
-    Bucket& bucket = buckets_[b];
-    const Item item = bucket.items[bucket.head++];
-    const Event e{bucket.time_bits, item.seq_kind, item.id, item.version};
+    const Event e = front_[front_head_++];
     --size_;
-    if (bucket.head == bucket.items.size()) {
-      bucket.items.clear();  // keeps its capacity for the next time it is opened
-      bucket.head = 0;
-      free_.push_back(b);
-      if (open_ == b) open_ = kNone;
-      pop_heap();
-    }
+    if (front_.size() - front_head_ < kFrontLow) top_up();
     return e;
   }
 
  private:
   static constexpr std::uint32_t kNone = ~std::uint32_t{0};
   static constexpr std::size_t kKeptItems = 16;  // a bucket's storage a sweep never frees
+  // The front is topped up to kFrontFill events when fewer than kFrontLow remain, and handed
+  // back to the buckets down to kFrontFill when pushes grow it past kFrontMax, which bounds
+  // what an insertion moves.
+  static constexpr std::size_t kFrontLow = kLookaheadReach + 1, kFrontFill = 32, kFrontMax = 64;
   struct Bucket {
     std::uint64_t time_bits = 0;
     std::vector<Item> items;
@@ -213,14 +214,61 @@ class EventQueue {
   };
   struct Key {
     std::uint64_t time_bits;
-    std::uint64_t order;  // creation order of the bucket: unique, so keys never tie
+    // The sequence of the bucket's earliest event when it was opened or last topped up from;
+    // a sweep may remove that event, but the value still lies between the ranges of the other
+    // buckets of its time, which is all their order needs. Unique, so keys never tie.
+    std::uint64_t first_seq;
     std::uint32_t bucket;
     bool before(const Key& o) const {
-      return time_bits < o.time_bits || (time_bits == o.time_bits && order < o.order);
+      return time_bits < o.time_bits || (time_bits == o.time_bits && first_seq < o.first_seq);
     }
   };
 
-  std::uint32_t open_bucket(std::uint64_t bits) {
+  // Moves the earliest bucketed events to the end of the front, which they all follow, until
+  // it holds kFrontFill or the buckets are empty.
+  void top_up() {
+    front_.erase(front_.begin(), front_.begin() + static_cast<std::ptrdiff_t>(front_head_));
+    front_head_ = 0;
+    while (front_.size() < kFrontFill && !heap_.empty()) {
+      const std::uint32_t b = heap_.front().bucket;
+      Bucket& bucket = buckets_[b];
+      const std::size_t take =
+          std::min(kFrontFill - front_.size(), bucket.items.size() - bucket.head);
+      for (std::size_t i = bucket.head; i < bucket.head + take; ++i) {
+        const Item& item = bucket.items[i];
+        front_.push_back(Event{bucket.time_bits, item.seq_kind, item.id, item.version});
+      }
+      bucket.head += take;
+      if (bucket.head < bucket.items.size()) {
+        // The events it handed over may come back as a bucket of their own (shrink_front),
+        // which must sort before what is left of this one.
+        heap_.front().first_seq = bucket.items[bucket.head].seq_kind >> 8;
+        break;
+      }
+      bucket.items.clear();  // keeps its capacity for the next time it is opened
+      bucket.head = 0;
+      free_.push_back(b);
+      if (open_ == b) open_ = kNone;
+      pop_heap();
+    }
+  }
+
+  // Hands the front's latest events back to the buckets, one bucket per time. They come before
+  // every bucketed event, and a bucket of their time already there holds later sequences, so
+  // ordering buckets by their first sequence keeps them in place; none of them is open, so none
+  // grows.
+  void shrink_front() {
+    std::size_t i = front_head_ + kFrontFill;
+    while (i < front_.size()) {
+      const std::uint64_t bits = front_[i].time_bits;
+      const std::uint32_t b = open_bucket(bits, front_[i].seq_kind);
+      for (; i < front_.size() && front_[i].time_bits == bits; ++i)
+        buckets_[b].items.push_back(Item{front_[i].seq_kind, front_[i].id, front_[i].version});
+    }
+    front_.resize(front_head_ + kFrontFill);
+  }
+
+  std::uint32_t open_bucket(std::uint64_t bits, std::uint64_t first_seq_kind) {
     std::uint32_t b;
     if (!free_.empty()) {
       b = free_.back();
@@ -230,7 +278,7 @@ class EventQueue {
       buckets_.emplace_back();
     }
     buckets_[b].time_bits = bits;
-    const Key key{bits, next_order_++, b};
+    const Key key{bits, first_seq_kind >> 8, b};
     std::size_t i = heap_.size();
     heap_.push_back(key);
     while (i > 0) {
@@ -271,13 +319,14 @@ class EventQueue {
     heap_[i] = key;
   }
 
+  std::vector<Event> front_;  // sorted; the live events from front_head_ on
+  std::size_t front_head_ = 0;
   std::vector<Bucket> buckets_;
   std::vector<std::uint32_t> free_;
   std::vector<Key> heap_;
   std::uint32_t open_ = kNone;  // the bucket the last push went to, while it holds events
   std::size_t size_ = 0;
   std::uint64_t next_seq_ = 0;
-  std::uint64_t next_order_ = 0;
 };
 
 }  // namespace collsim::sim

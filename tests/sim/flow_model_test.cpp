@@ -78,7 +78,7 @@ TEST_CASE(
     REQUIRE(q.size() == reference.size());
     // A lookahead, when it answers, names the event that many places on, as the queue stands.
     auto it = reference.begin();
-    const EventQueue::Lookahead coming = q.lookahead(8);
+    const EventQueue::Lookahead coming = q.lookahead();
     for (std::size_t ahead = 0; ahead < 12 && it != reference.end(); ++ahead, ++it) {
       std::uint32_t id = 0;
       EventKind kind = EventKind::release;
@@ -92,6 +92,82 @@ TEST_CASE(
     }
   }
   CHECK(peeked > 10000);  // beyond the earliest event, and past the earliest bucket
+  while (!reference.empty()) {
+    REQUIRE(q.pop().id == reference.begin()->second);
+    reference.erase(reference.begin());
+  }
+  CHECK(q.empty());
+}
+
+TEST_CASE("a time's events split between the front and the buckets keep their order",
+          "[sim][queue]") {
+  // The front is the sorted array of the earliest events (32 after a top-up, at most 64). An
+  // event at 1, then 100 at 10: the first is the front, the rest one bucket.
+  EventQueue q;
+  std::uint32_t id = 0;
+  q.push(1.0, EventKind::op_done, id++);
+  for (int i = 0; i < 100; ++i) q.push(10.0, EventKind::op_done, id++);
+  // Popping the first tops the front up with part of the bucket (ids 1-32); popping 24 more
+  // tops it up again (ids 25-56 in the front, 57-100 in the bucket).
+  std::vector<std::uint32_t> order;
+  for (int i = 0; i < 25; ++i) order.push_back(q.pop().id);
+  // Forty events at 5 go before them; the front overflows and hands its latest back to the
+  // buckets, ids 25-56 among them, which must still come before ids 57-100 of their time.
+  for (int i = 0; i < 40; ++i) q.push(5.0, EventKind::op_done, id++);
+  while (!q.empty()) order.push_back(q.pop().id);
+  std::vector<std::uint32_t> expected;
+  for (std::uint32_t i = 0; i < 25; ++i) expected.push_back(i);
+  for (std::uint32_t i = 101; i < 141; ++i) expected.push_back(i);
+  for (std::uint32_t i = 25; i < 101; ++i) expected.push_back(i);
+  CHECK(order == expected);
+}
+
+TEST_CASE("events pushed among the earliest ones stay in order under runs, overflows and sweeps",
+          "[sim][queue]") {
+  // One event far ahead stays queued throughout. Pushes fall at a few times near the present,
+  // some before the earliest events, and runs of 200 events at one time are wider than the
+  // front; phases with more pushes than pops alternate with phases with fewer. Against a
+  // sorted reference, with the earliest event peeked at every step.
+  std::uint64_t state = 7;
+  auto next = [&](std::uint64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return (state >> 33) % n;
+  };
+  EventQueue q;
+  std::set<std::pair<double, std::uint32_t>> reference;
+  std::uint32_t seq = 0;
+  const auto push = [&](double t) {
+    q.push(t, EventKind::op_done, seq);
+    reference.emplace(t, seq++);
+  };
+  push(1e6);
+  for (int i = 0; i < 300; ++i) push(5.0);  // one bucket, wider than the front
+  for (int step = 0; step < 30000; ++step) {
+    if (step % 7000 == 6999) {
+      q.remove_if([](const Event& e) { return e.id % 3 == 1; });  // not the far event, id 0
+      std::erase_if(reference, [](const auto& ts) { return ts.second % 3 == 1; });
+    } else if (step % 1000 == 0) {
+      // A run at one time, wider than the front, which the pushes below then land before.
+      const double now = reference.begin()->first;
+      for (int i = 0; i < 200; ++i) push(now + 10.0);
+    } else if (next(5) < ((step / 300) % 2 == 0 ? 3u : 2u) || reference.size() == 1) {
+      // Ahead of everything queued but the far event, at one of a few times near the present;
+      // more pushes than pops for a while, then fewer (the queue
+      // drains, so that pushes land in the front again).
+      const double now = reference.begin()->first;
+      push(now + 0.5 * static_cast<double>(next(24)));
+    } else {
+      const Event e = q.pop();
+      REQUIRE(e.time() == reference.begin()->first);
+      REQUIRE(e.id == reference.begin()->second);
+      reference.erase(reference.begin());
+    }
+    REQUIRE(q.size() == reference.size());
+    std::uint32_t id = 0;
+    EventKind kind = EventKind::release;
+    REQUIRE(q.lookahead().at(0, id, kind));
+    REQUIRE(id == reference.begin()->second);
+  }
   while (!reference.empty()) {
     REQUIRE(q.pop().id == reference.begin()->second);
     reference.erase(reference.begin());
