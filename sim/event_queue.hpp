@@ -15,10 +15,10 @@
 // one after another yields exactly (time, sequence) order.
 //
 // Why two tiers: with many distinct times (flows of different rates, ECMP paths of different
-// latencies) a bucket holds few events, so a heap alone pays a sift per few events and its
-// lookahead sees one or two buckets, too few events to prefetch for. An event scheduled within
-// the front's span, as most are, never enters the heap (change 56 in
-// docs/performance-history.md).
+// latencies) a bucket holds few events, and a lookahead into the heap saw only one or two
+// buckets, too few events for the engine's prefetches; the front always holds the next eight.
+// Few events are scheduled before the front's last one, so the heap still orders most buckets
+// (change 56 in docs/performance-history.md).
 //
 // Cost: an event is 24 bytes in the front, 16 in its bucket, and a bucket 24 bytes in the heap.
 // A push into the front moves the events after it (at most kFrontMax); a push that joins the
