@@ -122,6 +122,9 @@ TEST_CASE("ranks by index or range or name", "[cli][values]") {
   CHECK(parse_ranks("0-1,3", t, "--ranks") == std::vector<topo::NodeId>{g[0], g[1], g[3]});
   CHECK(parse_ranks("gpu2,0", t, "--ranks") == std::vector<topo::NodeId>{g[2], g[0]});
   CHECK(describe_ranks(parse_ranks("0-1,3", t, "--ranks"), t) == "0-1,3");
+  CHECK(describe_ranks(parse_ranks("3,0-2", t, "--ranks"), t) == "3,0-2");
+  const topo::NodeId not_a_gpu = t.find("cpu0");
+  CHECK(describe_ranks(std::vector<topo::NodeId>{g[0], not_a_gpu}, t) == "?");
 
   CHECK_THAT(error_of([&] { parse_ranks("0-4", t, "--ranks"); }),
              Catch::Contains("out of range") && Catch::Contains("0 to 3"));
