@@ -27,6 +27,35 @@ FlowId start_flow(FlowModel& m, std::initializer_list<std::pair<ResourceId, doub
   return f;
 }
 
+// An event queue beside a sorted set of (time, sequence): the order the queue must give.
+struct CheckedQueue {
+  EventQueue q;
+  std::set<std::pair<double, std::uint32_t>> reference;
+  std::uint32_t seq = 0;
+
+  void push(double t) {
+    q.push(t, EventKind::op_done, seq);
+    reference.emplace(t, seq++);
+  }
+  // Pops the earliest event, which must be the reference's.
+  void pop() {
+    const Event e = q.pop();
+    REQUIRE(e.time() == reference.begin()->first);
+    REQUIRE(e.id == reference.begin()->second);
+    reference.erase(reference.begin());
+  }
+  // Sweeps out the events whose id `drop` names, as the engine does with superseded ones.
+  template <typename Drop>
+  void sweep(Drop drop) {
+    q.remove_if([&](const Event& e) { return drop(e.id); });
+    std::erase_if(reference, [&](const auto& ts) { return drop(ts.second); });
+  }
+  void drain() {
+    while (!reference.empty()) pop();
+    CHECK(q.empty());
+  }
+};
+
 }  // namespace
 
 TEST_CASE("events pop by time, then in insertion order", "[sim][queue]") {
@@ -49,37 +78,25 @@ TEST_CASE(
   // pushes happen between pops, before and after the time being drained; or many, so that a
   // sweep leaves a heap of hundreds of buckets to rebuild.
   const std::uint64_t times = GENERATE(8, 4096);
-  std::uint64_t state = 99;
-  auto next = [&](std::uint64_t n) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return (state >> 33) % n;
-  };
-  EventQueue q;
-  std::set<std::pair<double, std::uint32_t>> reference;
-  std::uint32_t seq = 0;
+  test::Lcg next{99};
+  CheckedQueue cq;
   std::uint64_t peeked = 0;
   for (int step = 0; step < 20000; ++step) {
     if (step % 1500 == 1499) {
-      // Sweep out a fifth of the events, as the engine does with superseded ones; the rest
-      // must keep their order, ties included, and later pushes must still go after them.
+      // Sweep out a fifth of the events; the rest must keep their order, ties included, and
+      // later pushes must still go after them.
       const std::uint32_t drop = static_cast<std::uint32_t>(next(5));
-      q.remove_if([&](const Event& e) { return e.id % 5 == drop; });
-      std::erase_if(reference, [&](const auto& ts) { return ts.second % 5 == drop; });
-    } else if (reference.empty() || next(3) != 0) {
-      const double t = 0.25 * static_cast<double>(next(times));
-      q.push(t, EventKind::op_done, seq);
-      reference.emplace(t, seq++);
+      cq.sweep([&](std::uint32_t id) { return id % 5 == drop; });
+    } else if (cq.reference.empty() || next(3) != 0) {
+      cq.push(0.25 * static_cast<double>(next(times)));
     } else {
-      const Event e = q.pop();
-      REQUIRE(e.time() == reference.begin()->first);
-      REQUIRE(e.id == reference.begin()->second);
-      reference.erase(reference.begin());
+      cq.pop();
     }
-    REQUIRE(q.size() == reference.size());
+    REQUIRE(cq.q.size() == cq.reference.size());
     // A lookahead, when it answers, names the event that many places on, as the queue stands.
-    auto it = reference.begin();
-    const EventQueue::Lookahead coming = q.lookahead();
-    for (std::size_t ahead = 0; ahead < 12 && it != reference.end(); ++ahead, ++it) {
+    auto it = cq.reference.begin();
+    const EventQueue::Lookahead coming = cq.q.lookahead();
+    for (std::size_t ahead = 0; ahead < 12 && it != cq.reference.end(); ++ahead, ++it) {
       std::uint32_t id = 0;
       EventKind kind = EventKind::release;
       if (!coming.at(ahead, id, kind)) {
@@ -91,12 +108,8 @@ TEST_CASE(
       REQUIRE(kind == EventKind::op_done);
     }
   }
-  CHECK(peeked > 10000);  // beyond the earliest event, and past the earliest bucket
-  while (!reference.empty()) {
-    REQUIRE(q.pop().id == reference.begin()->second);
-    reference.erase(reference.begin());
-  }
-  CHECK(q.empty());
+  CHECK(peeked > 10000);  // beyond the earliest event
+  cq.drain();
 }
 
 TEST_CASE("a time's events split between the front and the buckets keep their order",
@@ -128,51 +141,31 @@ TEST_CASE("events pushed among the earliest ones stay in order under runs, overf
   // some before the earliest events, and runs of 200 events at one time are wider than the
   // front; phases with more pushes than pops alternate with phases with fewer. Against a
   // sorted reference, with the earliest event peeked at every step.
-  std::uint64_t state = 7;
-  auto next = [&](std::uint64_t n) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    return (state >> 33) % n;
-  };
-  EventQueue q;
-  std::set<std::pair<double, std::uint32_t>> reference;
-  std::uint32_t seq = 0;
-  const auto push = [&](double t) {
-    q.push(t, EventKind::op_done, seq);
-    reference.emplace(t, seq++);
-  };
-  push(1e6);
-  for (int i = 0; i < 300; ++i) push(5.0);  // one bucket, wider than the front
+  test::Lcg next{7};
+  CheckedQueue cq;
+  cq.push(1e6);
+  for (int i = 0; i < 300; ++i) cq.push(5.0);  // one bucket, wider than the front
   for (int step = 0; step < 30000; ++step) {
+    const double now = cq.reference.begin()->first;
     if (step % 7000 == 6999) {
-      q.remove_if([](const Event& e) { return e.id % 3 == 1; });  // not the far event, id 0
-      std::erase_if(reference, [](const auto& ts) { return ts.second % 3 == 1; });
+      cq.sweep([](std::uint32_t id) { return id % 3 == 1; });  // not the far event, id 0
     } else if (step % 1000 == 0) {
       // A run at one time, wider than the front, which the pushes below then land before.
-      const double now = reference.begin()->first;
-      for (int i = 0; i < 200; ++i) push(now + 10.0);
-    } else if (next(5) < ((step / 300) % 2 == 0 ? 3u : 2u) || reference.size() == 1) {
-      // Ahead of everything queued but the far event, at one of a few times near the present;
-      // more pushes than pops for a while, then fewer (the queue
-      // drains, so that pushes land in the front again).
-      const double now = reference.begin()->first;
-      push(now + 0.5 * static_cast<double>(next(24)));
+      for (int i = 0; i < 200; ++i) cq.push(now + 10.0);
+    } else if (next(5) < ((step / 300) % 2 == 0 ? 3u : 2u) || cq.reference.size() == 1) {
+      // More pushes than pops for a while, then fewer: the queue drains, so that pushes land
+      // among the earliest events again.
+      cq.push(now + 0.5 * static_cast<double>(next(24)));
     } else {
-      const Event e = q.pop();
-      REQUIRE(e.time() == reference.begin()->first);
-      REQUIRE(e.id == reference.begin()->second);
-      reference.erase(reference.begin());
+      cq.pop();
     }
-    REQUIRE(q.size() == reference.size());
+    REQUIRE(cq.q.size() == cq.reference.size());
     std::uint32_t id = 0;
     EventKind kind = EventKind::release;
-    REQUIRE(q.lookahead().at(0, id, kind));
-    REQUIRE(id == reference.begin()->second);
+    REQUIRE(cq.q.lookahead().at(0, id, kind));
+    REQUIRE(id == cq.reference.begin()->second);
   }
-  while (!reference.empty()) {
-    REQUIRE(q.pop().id == reference.begin()->second);
-    reference.erase(reference.begin());
-  }
-  CHECK(q.empty());
+  cq.drain();
 }
 
 TEST_CASE("an event keeps its kind and version", "[sim][queue]") {
