@@ -17,19 +17,17 @@
 // Why two tiers: with many distinct times (flows of different rates, ECMP paths of different
 // latencies) a bucket holds few events, and a lookahead into the heap saw only one or two
 // buckets, too few events for the engine's prefetches; the front holds the eight after the
-// earliest whenever the queue has that many.
-// Few events are scheduled before the front's last one, so the heap still orders most buckets
-// (change 56 in docs/performance-history.md).
+// earliest whenever the queue has that many. Few events are scheduled before the front's last
+// one, so the heap still orders most buckets (change 56 in docs/performance-history.md).
 //
 // Cost: an event is 24 bytes in the front, 16 in its bucket, and a bucket 24 bytes in the heap.
 // A push into the front moves the events after it (at most kFrontMax); a push that joins the
 // open bucket is O(1), and so is a pop but for the top-ups, each of which moves up to kFrontFill
-// events; opening or emptying a bucket is O(log4 b) for b open buckets.
-// Times are non-negative doubles, whose bit patterns order like unsigned integers, so
-// comparisons are integer compares. Nothing allocates once the arrays have grown to their
-// working size. Events are never removed early: an event that became stale (a flow whose rate
-// changed) carries a version the engine checks when it pops it, until the engine sweeps them out
-// with remove_if().
+// events; opening or emptying a bucket is O(log4 b) for b open buckets. Times are non-negative
+// doubles, whose bit patterns order like unsigned integers, so comparisons are integer
+// compares. Nothing allocates once the arrays have grown to their working size. Events are
+// never removed early: an event that became stale (a flow whose rate changed) carries a version
+// the engine checks when it pops it, until the engine sweeps them out with remove_if().
 #include <algorithm>
 #include <bit>
 #include <cstdint>
