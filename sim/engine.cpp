@@ -1562,6 +1562,7 @@ Result simulate(const topo::Router& router, const sched::PlanRequest& request,
       --tries;
       sched::PlanRequest rotated = request;
       rotated.rotation = s;
+      if (options.before_run) options.before_run(s);
       try {
         return simulate_generated(router, rotated, options);
       } catch (const NotSymmetric& e) {
@@ -1578,6 +1579,9 @@ Result simulate(const topo::Router& router, const sched::PlanRequest& request,
     refused +=
         " (ECMP hashes each pair of ranks onto its own path, which a rotation rarely keeps; "
         "routing without it, --routing shortest, may)";
+  if (options.before_run)
+    options.before_run(static_cast<sched::RankId>(
+        request.ranks.empty() ? router.topology().gpus().size() : request.ranks.size()));
   Result result = simulate_generated(router, request, options);
   result.symmetry_refused = std::move(refused);
   return result;

@@ -94,6 +94,10 @@ struct Options {
   // times fewer events, the same times to 1e-9 relative. The smallest such s is used; without
   // one, or with capacity traces, background traffic, an observer or record_ops, every rank.
   bool rank_symmetry = false;
+  // simulate(router, request): called before each run it tries, with the ranks that run will
+  // hold: s for one rank per orbit of a rotation by s, every rank otherwise. It may throw to
+  // refuse the run, as the command line's memory limit does; may be empty.
+  std::function<void(sched::RankId held)> before_run;
   // simulate(router, plan): register a plan built whole in windows of at least this many ops
   // where the plan allows it (sim/plan_windows.hpp), holding records for the ops between the
   // first unfinished one and the last window registered instead of for every op. 0: every op at

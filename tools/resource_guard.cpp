@@ -160,6 +160,15 @@ Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std:
   return e;
 }
 
+Estimate scaled(const Estimate& e, double share) {
+  Estimate out = e;
+  out.ops *= share;
+  out.events *= share;
+  out.held *= share;
+  out.bytes *= share;
+  return out;
+}
+
 std::uint64_t physical_memory() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page_size = ::sysconf(_SC_PAGE_SIZE);

@@ -78,6 +78,9 @@ struct Estimate {
 // servers the ranks sit on (hier only; 0 or 1 means one).
 double ops_per_rank_chunk(sched::Collective collective, sched::Algorithm algorithm, double ranks,
                           double servers, bool staged);
+// The estimate of a plan that holds `share` of the ops of `e`'s (one rank per orbit of a
+// rotation: s / p).
+Estimate scaled(const Estimate& e, double share);
 // `staged` unknown: true gives the safe (larger) estimate. `streamed`: the run is simulated
 // while generated (see above).
 Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std::uint64_t ranks,

@@ -40,15 +40,23 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   // Ring collectives and hier are simulated while they are generated (the model terms are
   // summed batch by batch); the other plans come whole, registered in windows where they allow.
   const bool streamed = sim::streams_exactly(*context.router, request);
-  check_request_memory(context, request, streamed);
+  // The model terms read every rank's ops, which a run of one rank per orbit does not build.
+  const bool symmetric = context.symmetry && !context.model_terms;
   sim::Options options;
+  if (symmetric) {
+    // Checked once the run knows how many ranks it holds: a rotation by s holds s / p of the
+    // plan, and refusing it for every rank's memory refused runs that fit many times over.
+    options.before_run = [&](sched::RankId held) {
+      check_request_memory(context, request, streamed, {}, held);
+    };
+  } else {
+    check_request_memory(context, request, streamed);
+  }
   options.cancel = context.cancel;
   options.max_reshared = context.max_reshared;
   options.max_time = bound;
   sched::Plan plan;
   ModelTermsSum terms(*context.router);
-  // The model terms read every rank's ops, which a run of one rank per orbit does not build.
-  const bool symmetric = context.symmetry && !context.model_terms;
   options.rank_symmetry = symmetric;
   if (context.progress) {
     const std::string what = fmt::format("{} {} k={}", sched::to_string(algorithm),
@@ -176,17 +184,24 @@ double copy_bandwidth(const topo::Router& router, const topo::Topology& topology
 }  // namespace
 
 void check_request_memory(const Context& context, const sched::PlanRequest& request, bool streamed,
-                          std::string_view purpose) {
+                          std::string_view purpose, sched::RankId held) {
   if (context.max_memory == 0) return;
   const topo::Topology& topology = context.router->topology();
-  check_memory(
-      estimate(request.collective, request.algorithm, request.ranks.size(), request.chunks,
-               count_servers(topology, request.ranks), staged_transfers(topology, request.ranks),
-               streamed),
-      context.concurrent, context.max_memory,
+  const std::size_t p = request.ranks.size();
+  Estimate e = estimate(request.collective, request.algorithm, p, request.chunks,
+                        count_servers(topology, request.ranks),
+                        staged_transfers(topology, request.ranks), streamed);
+  std::string what =
       fmt::format("{}{} {} on {} ranks with k = {}", purpose, sched::to_string(request.algorithm),
-                  sched::to_string(request.collective), request.ranks.size(), request.chunks),
-      topo::estimated_bytes(topology));
+                  sched::to_string(request.collective), p, request.chunks);
+  if (held != 0 && held < p) {
+    // One rank per orbit: that rank's ops and events, s of every p.
+    e = scaled(e, static_cast<double>(held) / static_cast<double>(p));
+    what +=
+        fmt::format(", tried as one rank per orbit of a rotation by {} ({} of the {} simulated),",
+                    held, held, p);
+  }
+  check_memory(e, context.concurrent, context.max_memory, what, topo::estimated_bytes(topology));
 }
 
 void ModelTermsSum::add(const sched::Plan& plan) {

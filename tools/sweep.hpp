@@ -147,9 +147,11 @@ sched::PlanRequest make_request(const Context& context, const Point& point,
 
 // Refuses `request` (InputError) when its estimated memory exceeds context.max_memory (0: no
 // limit), for context.concurrent requests at once. `streamed`: simulated while generated.
-// `purpose` prefixes the request in the message ("the trace of ").
+// `purpose` prefixes the request in the message ("the trace of "). `held`: the ranks a run of
+// one rank per orbit simulates (sim::Options::before_run), which hold that share of the plan;
+// 0 for every rank.
 void check_request_memory(const Context& context, const sched::PlanRequest& request, bool streamed,
-                          std::string_view purpose = {});
+                          std::string_view purpose = {}, sched::RankId held = 0);
 
 // Simulates a point; an auto point tries every fitting pair and keeps the fastest (ties go to
 // the earlier pair). Throws InputError or InternalError.

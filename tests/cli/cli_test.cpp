@@ -157,6 +157,10 @@ TEST_CASE("bad values exit with status 2 and say what to do", "[cli][errors]") {
       // The ring's 66.5 MiB fit 68 MiB alone, not beside the topology's 2.7 MiB.
       {"run --topology configs/cluster-1024.json --size 1MiB --chunks 1 --max-memory 68MiB",
        "besides about 2.7 MiB for the topology"},
+      // One rank per orbit: each rotation tried is judged at its share of the plan.
+      {"run --topology configs/cluster-1024.json --size 1MiB --chunks 1 --routing shortest "
+       "--symmetry --max-memory 10MiB",
+       "tried as one rank per orbit of a rotation by 128 (128 of the 1024 simulated)"},
       // std::size_t options: CLI11 alone would read a negative count as a huge one.
       {"run " + kTwo + " --size 1MiB --bottlenecks -3", "expected a whole number"},
       {"run " + kTwo + " --size 1MiB --bottlenecks 0", "at least 1"},

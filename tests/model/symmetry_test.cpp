@@ -4,10 +4,12 @@
 // is run rank by rank, with the reason.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "schedules/generate.hpp"
 #include "schedules/plan_json.hpp"
@@ -219,4 +221,42 @@ TEST_CASE("a rotated plan's op limit counts the ranks it holds", "[symmetry]") {
   CHECK(why_not(req, 30000).find("2^32") != std::string::npos);
   req.rotation = 300;
   CHECK(why_not(req, 30000).empty());
+}
+
+TEST_CASE("a symmetric run names the ranks of each try before it runs, and a refusal stops it",
+          "[symmetry]") {
+  // The command line checks its memory limit here (Options::before_run), against the ranks the
+  // try will hold instead of every rank.
+  const topo::Topology t = small_cluster();
+  const PlanRequest req = request(Algorithm::ring, Collective::allreduce, 2 * MiB, 1);
+  std::vector<RankId> tries;
+  sim::Options o = symmetric();
+  o.before_run = [&](RankId held) { tries.push_back(held); };
+  SECTION("the rotations are tried from the smallest until one fits") {
+    topo::RoutingOptions shortest;
+    shortest.ecmp = false;
+    const topo::Router router(t, shortest);
+    const sim::Result r = sim::simulate(router, req, o);
+    CHECK(r.rotation == 32);
+    // Rotations within a leaf group move transfers between groups: refused after their first
+    // routes, before the hook is asked again.
+    CHECK(tries == std::vector<RankId>{1, 2, 4, 8, 16, 32});
+  }
+  SECTION("ECMP refuses every rotation: the run of every rank is named last") {
+    topo::RoutingOptions ecmp;
+    ecmp.ecmp = true;
+    const topo::Router router(t, ecmp);
+    const sim::Result r = sim::simulate(router, req, o);
+    CHECK(r.rotation == 0);
+    REQUIRE(tries.size() >= 2);
+    CHECK(tries.back() == 128);
+    CHECK(std::is_sorted(tries.begin(), tries.end()));
+  }
+  SECTION("a throw from the hook stops the run before it starts") {
+    const topo::Router router(t);
+    o.before_run = [](RankId held) {
+      if (held > 16) throw InputError("", "--max-memory", "too large");
+    };
+    CHECK_THROWS_AS(sim::simulate(router, req, o), InputError);
+  }
 }
