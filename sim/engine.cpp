@@ -758,13 +758,11 @@ std::uint32_t Engine::resolve(OpId op) {
     // The send's peer, not the recv's rank: in a rotated plan the recv may be an image's.
     const RankId peer = plan_.peer(op);
     const BufferId from = plan_.src(op).buffer, to = plan_.dst(rec(op).partner).buffer;
-    // ECMP, when the router does it, keeps one path per (sender, receiver) pair.
-    const auto key = [](RankId a, RankId b) { return std::uint64_t{a} << 32 | b; };
-    index = lookup(endpoint(r, from), endpoint(peer, to), key(r, peer), op);
+    index = lookup(endpoint(r, from), endpoint(peer, to), transfer_flow_key(r, peer), op);
     if (rotation_ && flat_routes_.size() != known)
       rotation_->add_route([&](RankId i) -> const topo::Route& {
         const RankId a = rotation_->moved(r, i), b = rotation_->moved(peer, i);
-        return router_.route(endpoint(a, from), endpoint(b, to), key(a, b));
+        return router_.route(endpoint(a, from), endpoint(b, to), transfer_flow_key(a, b));
       });
     return index;
   }

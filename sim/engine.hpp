@@ -106,6 +106,12 @@ struct Options {
   std::size_t window_ops = std::size_t{1} << 20;
 };
 
+// The flow key a transfer from rank `from` to rank `to` is routed with (topo::Router::route):
+// under ECMP, one path per ordered pair of ranks.
+constexpr std::uint64_t transfer_flow_key(sched::RankId from, sched::RankId to) {
+  return std::uint64_t{from} << 32 | to;
+}
+
 enum class StopReason : std::uint8_t {
   finished,
   event_limit,

@@ -304,23 +304,13 @@ struct Loaded {
   std::string calibration_note;
 };
 
-topo::RoutingOptions parse_routing(const std::string& text) {
-  topo::RoutingOptions options;
-  if (text == "ecmp") {
-    options.ecmp = true;
-  } else if (text != "shortest") {
-    throw InputError("", "--routing",
-                     fmt::format("unknown routing \"{}\"; expected ecmp or shortest", text));
-  }
-  return options;
-}
-
 std::unique_ptr<Loaded> load(const RunOptions& o) {
   auto loaded = std::make_unique<Loaded>(o.topology, max_memory_limit(o.max_memory));
   loaded->calibration_note = "none (the topology's parameters as written)";
   if (!o.calibration.empty())
     loaded->calibration_note = apply_calibration_file(loaded->topology, o.calibration);
-  loaded->router = std::make_unique<topo::Router>(loaded->topology, parse_routing(o.routing));
+  loaded->router =
+      std::make_unique<topo::Router>(loaded->topology, parse_routing(o.routing, "--routing"));
   loaded->ranks = parse_ranks(o.ranks, loaded->topology, "--ranks");
   return loaded;
 }

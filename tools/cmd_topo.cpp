@@ -8,10 +8,13 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "sim/engine.hpp"
 #include "tools/commands.hpp"
 #include "tools/resource_guard.hpp"
+#include "tools/value_lists.hpp"
 #include "topology/dot.hpp"
 #include "topology/error.hpp"
 #include "topology/json_reader.hpp"
@@ -166,14 +169,42 @@ NodeId resolve(const Topology& t, const std::string& text, const std::string& op
                                text, hint, t.gpus().empty() ? 0 : t.gpus().size() - 1));
 }
 
-void route(const std::string& file, const std::string& a, const std::string& b, bool ecmp,
-           std::uint64_t flow_key, std::uint64_t max_memory) {
+// The GPU's rank when every GPU of the topology is a rank, in order (collsim run's default).
+std::optional<sched::RankId> rank_of(const Topology& t, NodeId node) {
+  const auto& gpus = t.gpus();
+  const auto it = std::find(gpus.begin(), gpus.end(), node);
+  if (it == gpus.end()) return std::nullopt;
+  return static_cast<sched::RankId>(it - gpus.begin());
+}
+
+struct RouteOptions {
+  std::string routing = "ecmp";
+  bool ecmp = false;  // --ecmp, the older spelling of --routing ecmp
+  std::optional<std::uint64_t> flow_key;
+};
+
+void route(const std::string& file, const std::string& a, const std::string& b,
+           const RouteOptions& o, std::uint64_t max_memory) {
+  topo::RoutingOptions options = parse_routing(o.routing, "--routing");
+  options.ecmp = options.ecmp || o.ecmp;
   const Topology t = load_topology(file, max_memory);
   const NodeId from = resolve(t, a, "FROM"), to = resolve(t, b, "TO");
-  topo::RoutingOptions options;
-  options.ecmp = ecmp;
+  // Between two GPUs, the key collsim run routes their transfers with: the path shown is the
+  // one its flows take, not one of the equal-cost paths picked by another key.
+  const std::optional<sched::RankId> rank_from = rank_of(t, from), rank_to = rank_of(t, to);
+  std::uint64_t key = 0;
+  std::string keyed = "flow key 0";
+  if (o.flow_key) {
+    key = *o.flow_key;
+    keyed = fmt::format("flow key {} (--flow-key)", key);
+  } else if (rank_from && rank_to) {
+    key = sim::transfer_flow_key(*rank_from, *rank_to);
+    keyed = fmt::format(
+        "flow key {}, that of a transfer from rank {} to rank {} in collsim run with every GPU",
+        key, *rank_from, *rank_to);
+  }
   const topo::Router router(t, options);
-  const topo::Route& r = router.route(from, to, flow_key);
+  const topo::Route& r = router.route(from, to, key);
   std::string out = fmt::format("route {} -> {}: {} hops, path class {}\n", t.node(from).name,
                                 t.node(to).name, r.links.size(), topo::to_string(r.path_class));
   for (std::size_t i = 0; i < r.links.size(); ++i) {
@@ -184,6 +215,8 @@ void route(const std::string& file, const std::string& a, const std::string& b, 
   }
   out += fmt::format("total: latency {}, bottleneck bandwidth {}\n", format_duration(r.latency),
                      format_bandwidth(r.bandwidth));
+  out += options.ecmp ? fmt::format("routing: ecmp, {}\n", keyed)
+                      : std::string("routing: shortest (one deterministic path per pair)\n");
   print(out);
 }
 
@@ -217,8 +250,7 @@ void add_topo_commands(CLI::App& app) {
 
   auto from = std::make_shared<std::string>();
   auto to = std::make_shared<std::string>();
-  auto ecmp = std::make_shared<bool>(false);
-  auto flow_key = std::make_shared<std::uint64_t>(0);
+  auto route_options = std::make_shared<RouteOptions>();
   CLI::App* route_cmd = topo_cmd->add_subcommand(
       "route",
       "The route between two nodes: each hop with link kind, bandwidth and latency; "
@@ -226,11 +258,22 @@ void add_topo_commands(CLI::App& app) {
   route_cmd->add_option("FILE", *file, "Topology JSON file")->required();
   route_cmd->add_option("FROM", *from, "Source node name, or a GPU rank (0, 1, ...)")->required();
   route_cmd->add_option("TO", *to, "Destination node name, or a GPU rank")->required();
-  route_cmd->add_flag("--ecmp", *ecmp, "Choose among equal-cost paths by hashing --flow-key");
-  route_cmd->add_option("--flow-key", *flow_key, "Flow key hashed by --ecmp (default 0)");
+  CLI::Option* routing =
+      route_cmd
+          ->add_option(
+              "--routing", route_options->routing,
+              "ecmp: the equal-cost path that the flow key hashes to, as collsim run routes "
+              "(its default too); shortest: the one deterministic shortest path")
+          ->capture_default_str();
+  route_cmd->add_flag("--ecmp", route_options->ecmp, "The same as --routing ecmp")
+      ->excludes(routing);
+  route_cmd->add_option("--flow-key", route_options->flow_key,
+                        "Flow key hashed under ecmp; default: between two GPUs, the key collsim "
+                        "run gives a transfer from the first to the second when every GPU is a "
+                        "rank, else 0");
   add_max_memory_option(*route_cmd, *max_memory);
   route_cmd->callback(
-      [=] { route(*file, *from, *to, *ecmp, *flow_key, max_memory_limit(*max_memory)); });
+      [=] { route(*file, *from, *to, *route_options, max_memory_limit(*max_memory)); });
 
   auto output = std::make_shared<std::string>();
   CLI::App* dot_cmd = topo_cmd->add_subcommand("dot", "Write the topology as a GraphViz graph");

@@ -212,6 +212,20 @@ sched::HostMemory parse_host_memory(std::string_view text, const std::string& op
   return parse_name(text, option, "host memory", kHostMemories);
 }
 
+topo::RoutingOptions parse_routing(std::string_view text, const std::string& option) {
+  topo::RoutingOptions options;
+  const std::string_view name = trim(text);
+  if (name == "ecmp") {
+    options.ecmp = true;
+    return options;
+  }
+  if (name == "shortest") return options;
+  constexpr std::array<std::string_view, 2> kRoutings = {"ecmp", "shortest"};
+  const std::string guess = closest_match(name, kRoutings);
+  fail(option, fmt::format("unknown routing \"{}\"; {}expected ecmp or shortest", name,
+                           guess.empty() ? "" : fmt::format("did you mean \"{}\"? ", guess)));
+}
+
 std::vector<sched::DType> parse_dtype_list(std::string_view text, const std::string& option) {
   std::vector<sched::DType> out;
   for (std::string_view item : split_list(text)) out.push_back(parse_dtype(item, option));

@@ -18,6 +18,7 @@
 
 #include "schedules/generate.hpp"
 #include "schedules/plan.hpp"
+#include "topology/routing.hpp"
 #include "topology/topology.hpp"
 #include "topology/units.hpp"
 
@@ -42,6 +43,8 @@ std::vector<sched::Collective> parse_collective_list(std::string_view text,
 sched::DType parse_dtype(std::string_view text, const std::string& option);
 std::vector<sched::DType> parse_dtype_list(std::string_view text, const std::string& option);
 sched::HostMemory parse_host_memory(std::string_view text, const std::string& option);
+// "ecmp" (flows hash onto equal-cost paths by flow key) or "shortest" (one path per pair).
+topo::RoutingOptions parse_routing(std::string_view text, const std::string& option);
 
 // An algorithm, or nullopt for "auto" (search every algorithm that fits).
 using AlgoChoice = std::optional<sched::Algorithm>;

@@ -61,6 +61,32 @@ TEST_CASE("topo route prints hops, totals and the path class") {
   CHECK(bad.out.find("no node named \"gpu9x\"") != std::string::npos);
 }
 
+TEST_CASE("topo route shows the path collsim run's transfers take, under either routing") {
+  const std::string route = "topo route " + config("cluster-1024.json") + " 0 1000";
+  // ECMP by default, as collsim run: the path its flows from rank 0 to rank 1000 hash to.
+  const Run ecmp = run(route);
+  REQUIRE(ecmp.status == 0);
+  CHECK(
+      ecmp.out.find("routing: ecmp, flow key 1000, that of a transfer from rank 0 to rank 1000") !=
+      std::string::npos);
+  const Run keyed = run(route + " --flow-key 1000");
+  REQUIRE(keyed.status == 0);
+  const auto hops = [](const std::string& out) { return out.substr(0, out.find("routing:")); };
+  CHECK(hops(keyed.out) == hops(ecmp.out));
+  CHECK(keyed.out.find("routing: ecmp, flow key 1000 (--flow-key)") != std::string::npos);
+  CHECK(run(route + " --ecmp").out == ecmp.out);
+  const Run shortest = run(route + " --routing shortest");
+  REQUIRE(shortest.status == 0);
+  CHECK(shortest.out.find("routing: shortest") != std::string::npos);
+  // Not a GPU at one end: key 0.
+  const Run nic = run("topo route " + config("cluster-1024.json") + " dgx000/nic0 1000");
+  CHECK(nic.out.find("routing: ecmp, flow key 0\n") != std::string::npos);
+  const Run typo = run(route + " --routing shortes");
+  CHECK(typo.status == 2);
+  CHECK(typo.out.find("did you mean \"shortest\"") != std::string::npos);
+  CHECK(run(route + " --ecmp --routing shortest").status == 2);
+}
+
 TEST_CASE("topo show is deterministic and counts by kind") {
   const Run a = run("topo show " + config("hetero-rack.json"));
   const Run b = run("topo show " + config("hetero-rack.json"));
