@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <ostream>
@@ -51,18 +52,45 @@ void ChromeTrace::on_begin(const topo::Router& router, const sched::Plan& plan,
   slices_.clear();
   samples_.clear();
   background_.clear();
+  keep_rank_.clear();
+  keep_node_.clear();
+  if (keep_gpus_.empty()) return;
+  const topo::Topology& t = *topology_;
+  keep_node_.assign(t.num_nodes(), false);
+  std::vector<bool> servers(t.servers().size(), false);
+  for (const topo::NodeId g : keep_gpus_) {
+    keep_node_.at(g) = true;
+    if (t.node(g).server != topo::kNone) servers[static_cast<std::size_t>(t.node(g).server)] = true;
+  }
+  for (topo::NodeId n = 0; n < t.num_nodes(); ++n)
+    if (t.node(n).server != topo::kNone && servers[static_cast<std::size_t>(t.node(n).server)])
+      keep_node_[n] = true;
+  keep_rank_.assign(plan.num_ranks(), false);
+  for (sched::RankId r = 0; r < plan.num_ranks(); ++r)
+    keep_rank_[r] =
+        std::find(keep_gpus_.begin(), keep_gpus_.end(), plan.rank_gpu[r]) != keep_gpus_.end();
+}
+
+bool ChromeTrace::kept(ResourceId resource) const {
+  if (keep_node_.empty()) return true;
+  if (map_.kind(resource) != ResourceKind::link) return keep_node_[map_.index(resource)];
+  const topo::Link& l = topology_->link(map_.index(resource));
+  return keep_node_[l.from] || keep_node_[l.to];
 }
 
 void ChromeTrace::on_op_start(sched::OpId op, double ready, double start) {
+  if (!keep_rank_.empty() && !keep_rank_[plan_->rank(op)]) return;
   ready_[op] = ready;
   start_[op] = start;
 }
 
 void ChromeTrace::on_op_end(sched::OpId op, double end) {
+  if (!keep_rank_.empty() && !keep_rank_[plan_->rank(op)]) return;
   slices_.push_back(Slice{op, ready_[op], start_[op], end});
 }
 
 void ChromeTrace::on_resource_load(ResourceId resource, double time, double load) {
+  if (!kept(resource)) return;
   // A resource re-shared twice at one instant keeps only its final load.
   if (!samples_.empty() && samples_.back().resource == resource && samples_.back().time == time) {
     samples_.back().load = load;
@@ -148,7 +176,7 @@ void ChromeTrace::write(std::ostream& out) const {
   out << "\n]}\n";
 }
 
-void ChromeTrace::write_file(const std::string& path) const {
+std::uint64_t ChromeTrace::write_file(const std::string& path) const {
   std::ofstream out(path);
   if (!out)
     throw InputError("", "--trace",
@@ -158,6 +186,7 @@ void ChromeTrace::write_file(const std::string& path) const {
   write(out);
   out.flush();
   if (!out) throw InputError("", "--trace", fmt::format("writing '{}' failed (disk full?)", path));
+  return static_cast<std::uint64_t>(out.tellp());
 }
 
 }  // namespace collsim::sim

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sim/observer.hpp"
+#include "topology/topology.hpp"
 
 namespace collsim::sim {
 
@@ -24,10 +25,17 @@ class ChromeTrace : public Observer {
   void on_resource_load(ResourceId resource, double time, double load) override;
   void on_background_end(std::uint32_t index, double time) override;
 
+  // Keeps only the ops of the ranks on these GPUs, and the resources of the servers they sit in:
+  // their nodes and every link into or out of them (a GPU outside any server: its own). A trace
+  // of every rank of a large run is gigabytes, more than a viewer in a browser opens. Empty, the
+  // default: everything. Set before the run.
+  void keep_only(std::vector<topo::NodeId> gpus) { keep_gpus_ = std::move(gpus); }
+
   // The trace as JSON ({"traceEvents": [...]}); valid after the run.
   void write(std::ostream& out) const;
-  // Writes to `path`; throws InputError if the file cannot be written.
-  void write_file(const std::string& path) const;
+  // Writes to `path` and returns the bytes written; throws InputError if the file cannot be
+  // written.
+  std::uint64_t write_file(const std::string& path) const;
 
  private:
   struct Slice {
@@ -38,6 +46,11 @@ class ChromeTrace : public Observer {
     ResourceId resource;
     double time, load;
   };
+  bool kept(ResourceId resource) const;
+
+  std::vector<topo::NodeId> keep_gpus_;
+  std::vector<bool> keep_rank_;  // by rank; empty: every rank
+  std::vector<bool> keep_node_;  // by node; empty: every node
   const topo::Topology* topology_ = nullptr;
   const sched::Plan* plan_ = nullptr;
   ResourceMap map_;

@@ -60,6 +60,7 @@ struct RunOptions {
   std::string routing = "ecmp";
   std::string host_memory = "pinned";
   std::string trace;
+  std::string trace_only;       // run --trace-only: GPUs as --ranks names them; empty: every rank
   std::size_t bottlenecks = 0;  // run --bottlenecks; 0: none
   bool bottlenecks_given = false;
   std::string format = "table";
@@ -370,6 +371,23 @@ std::vector<std::string> auto_notes(const Evaluation& ev) {
   return notes;
 }
 
+// Above this a written trace gets a note: see run_command().
+constexpr std::uint64_t kLargeTrace = std::uint64_t{256} << 20;
+
+// --trace-only: GPUs as --ranks names them, each one of the run's.
+std::vector<topo::NodeId> traced_gpus(const std::string& text, const Loaded& loaded) {
+  if (text.empty()) return {};
+  std::vector<topo::NodeId> gpus = parse_ranks(text, loaded.topology, "--trace-only");
+  for (const topo::NodeId g : gpus)
+    if (std::find(loaded.ranks.begin(), loaded.ranks.end(), g) == loaded.ranks.end())
+      throw InputError(
+          "", "--trace-only",
+          fmt::format("GPU '{}' does not take part in the run (--ranks {}); name GPUs "
+                      "of the run",
+                      loaded.topology.node(g).name, describe_ranks(loaded.ranks, loaded.topology)));
+  return gpus;
+}
+
 void run_command(const RunOptions& o) {
   const Format format = parse_format(o.format, "--format");
   if (o.bottlenecks_given && o.bottlenecks == 0)
@@ -391,6 +409,7 @@ void run_command(const RunOptions& o) {
   }
 
   const auto loaded = load(o);
+  const std::vector<topo::NodeId> trace_only = traced_gpus(o.trace_only, *loaded);
   Context context;
   context.router = loaded->router.get();
   context.ranks = loaded->ranks;
@@ -450,13 +469,14 @@ void run_command(const RunOptions& o) {
   }
   progress.clear();
   context.progress = nullptr;
+  std::uint64_t trace_bytes = 0;
   if (!o.trace.empty()) {
     const sched::PlanRequest request =
         make_request(context, point, *parse_algo(ev.row.algo, "--algo"), ev.row.chunks);
     // The trace observes every op, so its run holds the whole plan even where the run above
     // streamed it.
     check_request_memory(context, request, false, "the trace of ");
-    write_trace(*loaded->router, request, o.trace);
+    trace_bytes = write_trace(*loaded->router, request, o.trace, trace_only);
   }
 
   Output out(o.out);
@@ -471,7 +491,16 @@ void run_command(const RunOptions& o) {
   }
   std::vector<std::string> notes;
   if (!point.algo || point.chunks == kAutoChunks) notes = auto_notes(ev);
-  if (!o.trace.empty()) notes.push_back(fmt::format("trace written to {}", o.trace));
+  if (!o.trace.empty()) {
+    notes.push_back(fmt::format("trace written to {} ({})", o.trace,
+                                format_size_estimate(static_cast<double>(trace_bytes))));
+    // Viewers parse a JSON trace in the browser's memory: chrome://tracing stops at 256 MiB,
+    // and ui.perfetto.dev has been seen to fail on one of 900 MB.
+    if (trace_bytes > kLargeTrace)
+      notes.push_back(
+          "the trace is larger than a viewer in a browser opens in practice (a few hundred "
+          "MiB); --trace-only 0-7 keeps the ops of eight GPUs and the links of their servers");
+  }
   if (!ev.symmetry.empty()) notes.push_back("symmetry: " + ev.symmetry);
   if (o.bottlenecks > 0)
     for (auto& line : bottleneck_lines(loaded->topology, ev.usage, o.bottlenecks))
@@ -683,8 +712,14 @@ void add_run_commands(CLI::App& app) {
   CLI::App* run = app.add_subcommand(
       "run", "Simulate one collective on a topology and print its time and bandwidth");
   add_common_options(*run, *run_options, false);
-  run->add_option("--trace", run_options->trace,
-                  "Write a Chrome/Perfetto trace of the simulated run (open in ui.perfetto.dev)");
+  CLI::Option* trace = run->add_option(
+      "--trace", run_options->trace,
+      "Write a Chrome/Perfetto trace of the simulated run (open in ui.perfetto.dev)");
+  run->add_option("--trace-only", run_options->trace_only,
+                  "Trace only the ops of these GPUs (as --ranks names them: 0-7,16 or names) and "
+                  "the links and nodes of their servers: a trace of every rank of a large run "
+                  "is more than a viewer opens")
+      ->needs(trace);
   run->add_option("--bottlenecks", run_options->bottlenecks,
                   "After the result, list the N busiest links and other resources, and the N GPUs "
                   "whose copies waited longest for a copy engine")

@@ -19,14 +19,15 @@ std::string apply_calibration_file(topo::Topology& topology, const std::string& 
       report.changes.size());
 }
 
-void write_trace(const topo::Router& router, const sched::PlanRequest& request,
-                 const std::string& path) {
+std::uint64_t write_trace(const topo::Router& router, const sched::PlanRequest& request,
+                          const std::string& path, std::vector<topo::NodeId> keep) {
   const sched::Plan plan = sched::generate(router, request);
   sim::ChromeTrace trace;
+  trace.keep_only(std::move(keep));
   sim::Options options;
   options.observer = &trace;
   sim::simulate(router, plan, options);
-  trace.write_file(path);
+  return trace.write_file(path);
 }
 
 }  // namespace collsim::cli

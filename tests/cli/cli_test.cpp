@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "tests/cli/cli_support.hpp"
@@ -161,6 +162,10 @@ TEST_CASE("bad values exit with status 2 and say what to do", "[cli][errors]") {
       {"run --topology configs/cluster-1024.json --size 1MiB --chunks 1 --routing shortest "
        "--symmetry --max-memory 10MiB",
        "tried as one rank per orbit of a rotation by 128 (128 of the 1024 simulated)"},
+      {"run " + kTwo + " --size 1MiB --trace-only 0", "--trace-only requires --trace"},
+      {"run --topology configs/cluster-1024.json --size 1MiB --ranks 0-63 --trace-only 100 "
+       "--trace unused.json",
+       "GPU 'dgx012/gpu4' does not take part in the run (--ranks 0-63)"},
       // std::size_t options: CLI11 alone would read a negative count as a huge one.
       {"run " + kTwo + " --size 1MiB --bottlenecks -3", "expected a whole number"},
       {"run " + kTwo + " --size 1MiB --bottlenecks 0", "at least 1"},
@@ -464,6 +469,21 @@ TEST_CASE("run with --trace writes a Chrome trace of the simulated run", "[cli][
   const auto trace = nlohmann::json::parse(read_file(path));
   REQUIRE(trace.contains("traceEvents"));
   CHECK(trace["traceEvents"].size() > 0);
+
+  // --trace-only keeps the ops of the GPUs named; the note gives the file's size.
+  const auto one_path = scratch_dir() / "run.trace-only.json";
+  const auto one = run_cli(
+      "run --topology configs/cluster-1024.json --size 1MiB --ranks 0-15 "
+      "--trace-only dgx001/gpu0 --trace " +
+      one_path.string());
+  INFO(one.err);
+  REQUIRE(one.status == 0);
+  CHECK_THAT(one.out, Catch::Contains(" KiB)"));
+  std::set<int> pids;
+  const auto kept = nlohmann::json::parse(read_file(one_path));
+  for (const auto& e : kept["traceEvents"])
+    if (e["ph"] == "X") pids.insert(e["pid"].get<int>());
+  CHECK(pids.size() == 1);
 }
 
 TEST_CASE("run --bottlenecks lists the busiest resources with their utilisation", "[cli]") {

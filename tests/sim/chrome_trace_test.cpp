@@ -4,9 +4,13 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <string>
+#include <vector>
 
+#include "schedules/generate.hpp"
 #include "sim/engine.hpp"
 #include "tests/sim/sim_fixtures.hpp"
+#include "topology/loader.hpp"
 #include "topology/routing.hpp"
 
 using namespace collsim;
@@ -59,4 +63,60 @@ TEST_CASE("the Chrome trace has one slice per op and link load counters", "[sim]
   CHECK(counters == 2);  // the link goes to 10 GB/s, then back to 0
   CHECK(peak == Approx(10.0));
   CHECK(named_gpu0);
+}
+
+TEST_CASE("a trace kept to some GPUs holds their ops and their servers' resources only",
+          "[sim][trace]") {
+  const topo::Topology t =
+      topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/hetero-rack.json");
+  const topo::Router router(t);
+  sched::PlanRequest req;
+  req.algorithm = sched::Algorithm::ring;
+  req.size = std::uint64_t{4} << 20;
+  req.chunks = 2;
+  const sched::Plan plan = sched::generate(router, req);
+  const auto traced = [&](std::vector<topo::NodeId> keep) {
+    sim::ChromeTrace trace;
+    trace.keep_only(std::move(keep));
+    sim::Options o;
+    o.observer = &trace;
+    sim::simulate(router, plan, o);
+    std::ostringstream out;
+    trace.write(out);
+    return nlohmann::json::parse(out.str()).at("traceEvents");
+  };
+  const auto all = traced({});
+  const topo::NodeId gpu0 = t.gpus()[0];  // hgx0/gpu0, rank 0
+  const auto kept = traced({gpu0});
+  const auto slices_of_rank0 = [&](const nlohmann::json& events) {
+    std::vector<std::string> out;
+    for (const auto& e : events)
+      if (e.at("ph") == "X" && e.at("pid") == gpu0 + 1) out.push_back(e.dump());
+    return out;
+  };
+  std::size_t slices = 0, counters = 0, other_counters = 0;
+  for (const auto& e : kept) {
+    if (e.at("ph") == "X") {
+      ++slices;
+      CHECK(e.at("pid") == gpu0 + 1);
+    }
+    if (e.at("ph") == "C") {
+      ++counters;
+      // Every counter is a link into or out of hgx0, or one of its nodes' memories.
+      CHECK(e.at("name").get<std::string>().find("hgx0/") != std::string::npos);
+    }
+  }
+  std::size_t all_slices = 0;
+  for (const auto& e : all) {
+    all_slices += e.at("ph") == "X";
+    if (e.at("ph") == "C" && e.at("name").get<std::string>().find("hgx0/") == std::string::npos)
+      ++other_counters;
+  }
+  // Rank 0's slices are those of the whole trace, to the character; the rest is left out.
+  CHECK(slices > 0);
+  CHECK(slices_of_rank0(kept) == slices_of_rank0(all));
+  // A ring: every rank runs as many ops, or more where it stages through host memory.
+  CHECK(slices * 16 <= all_slices);
+  CHECK(counters > 0);
+  CHECK(other_counters > 0);
 }
