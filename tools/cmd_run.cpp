@@ -497,7 +497,7 @@ void run_command(const RunOptions& o) {
     // Viewers parse a JSON trace in the browser's memory: chrome://tracing stops at 256 MiB,
     // and ui.perfetto.dev has been seen to fail on one of 900 MB.
     if (trace_bytes > kLargeTrace)
-      notes.push_back(
+      notes.emplace_back(
           "the trace is larger than a viewer in a browser opens in practice (a few hundred "
           "MiB); --trace-only 0-7 keeps the ops of eight GPUs and the links of their servers");
   }
