@@ -232,31 +232,28 @@ TEST_CASE("a symmetric run names the ranks of each try before it runs, and a ref
   std::vector<RankId> tries;
   sim::Options o = symmetric();
   o.before_run = [&](RankId held) { tries.push_back(held); };
+  const auto run = [&](bool ecmp) {
+    topo::RoutingOptions routing;
+    routing.ecmp = ecmp;
+    const topo::Router router(t, routing);
+    return sim::simulate(router, req, o);
+  };
   SECTION("the rotations are tried from the smallest until one fits") {
-    topo::RoutingOptions shortest;
-    shortest.ecmp = false;
-    const topo::Router router(t, shortest);
-    const sim::Result r = sim::simulate(router, req, o);
-    CHECK(r.rotation == 32);
+    CHECK(run(false).rotation == 32);
     // Rotations within a leaf group move transfers between groups: refused after their first
     // routes, before the hook is asked again.
     CHECK(tries == std::vector<RankId>{1, 2, 4, 8, 16, 32});
   }
   SECTION("ECMP refuses every rotation: the run of every rank is named last") {
-    topo::RoutingOptions ecmp;
-    ecmp.ecmp = true;
-    const topo::Router router(t, ecmp);
-    const sim::Result r = sim::simulate(router, req, o);
-    CHECK(r.rotation == 0);
+    CHECK(run(true).rotation == 0);
     REQUIRE(tries.size() >= 2);
     CHECK(tries.back() == 128);
     CHECK(std::is_sorted(tries.begin(), tries.end()));
   }
-  SECTION("a throw from the hook stops the run before it starts") {
-    const topo::Router router(t);
+  SECTION("a throw from the hook stops the run") {
     o.before_run = [](RankId held) {
       if (held > 16) throw InputError("", "--max-memory", "too large");
     };
-    CHECK_THROWS_AS(sim::simulate(router, req, o), InputError);
+    CHECK_THROWS_AS(run(false), InputError);
   }
 }
