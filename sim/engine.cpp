@@ -1543,15 +1543,17 @@ bool streams_exactly(const topo::Router& router, const sched::PlanRequest& reque
 
 Result simulate(const topo::Router& router, const sched::PlanRequest& request,
                 const Options& options) {
-  if (options.observer != nullptr)
+  const auto p = static_cast<sched::RankId>(request.ranks.empty() ? router.topology().gpus().size()
+                                                                  : request.ranks.size());
+  if (options.observer != nullptr) {
+    if (options.before_run) options.before_run(p);
     return simulate(router, sched::generate(router, request), options);
+  }
   std::string refused;  // why the largest rotation tried does not fit
   sched::RankId unit = 0;
   if (options.rank_symmetry && options.capacity.empty() && options.background.empty() &&
       !options.record_ops) {
     unit = sched::rotation_unit(router, request);
-    const auto p = static_cast<sched::RankId>(
-        request.ranks.empty() ? router.topology().gpus().size() : request.ranks.size());
     // The smallest rotation that maps the topology onto itself too; a refusal usually comes
     // with the first batch's routes, before any time is simulated.
     int tries = 12;  // a hier refusal can come after its first phase: not every divisor
@@ -1577,9 +1579,7 @@ Result simulate(const topo::Router& router, const sched::PlanRequest& request,
     refused +=
         " (ECMP hashes each pair of ranks onto its own path, which a rotation rarely keeps; "
         "routing without it, --routing shortest, may)";
-  if (options.before_run)
-    options.before_run(static_cast<sched::RankId>(
-        request.ranks.empty() ? router.topology().gpus().size() : request.ranks.size()));
+  if (options.before_run) options.before_run(p);
   Result result = simulate_generated(router, request, options);
   result.symmetry_refused = std::move(refused);
   return result;
