@@ -48,6 +48,7 @@ class DiagnosticSink {
   // Adds everything `other` gathered after what this one has.
   void append(const DiagnosticSink& other);
   bool empty() const { return diagnostics_.empty(); }
+  std::size_t count() const { return diagnostics_.size() + hidden_; }  // shown and hidden
   const std::string& file() const { return file_; }
   // Throws InputError holding everything gathered so far, if anything was.
   void throw_if_any() const;

@@ -522,6 +522,7 @@ class Loader {
     if (servers == nullptr) return;
     for (std::size_t i = 0; i < servers->size(); ++i) {
       const std::string p = json_io::pointer("/servers", i);
+      const std::size_t errors_before = sink_.count();
       const ObjectReader r((*servers)[i], p, sink_, "a server");
       if (!r.ok()) continue;
       r.check_keys({"name", "count", "rack", "template", "p2p", "gpudirect_rdma"});
@@ -547,7 +548,9 @@ class Loader {
       } else if (r.has("template")) {
         ok = false;
       }
-      if (!ok) continue;
+      // An entry with an error (a misspelt key among them) is not expanded: its "count" may be
+      // a typo too, and millions of servers took the fuzzer's time limit to build and free.
+      if (!ok || sink_.count() != errors_before) continue;
       if (tmpl != nullptr) {
         // NodeId and LinkId are 32-bit, and a typo in a count should not exhaust memory.
         planned_nodes_ += static_cast<std::uint64_t>(rep->count) * tmpl->nodes.size();
