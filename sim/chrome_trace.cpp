@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <fstream>
 #include <map>
 #include <ostream>
@@ -56,19 +55,18 @@ void ChromeTrace::on_begin(const topo::Router& router, const sched::Plan& plan,
   keep_node_.clear();
   if (keep_gpus_.empty()) return;
   const topo::Topology& t = *topology_;
-  keep_node_.assign(t.num_nodes(), false);
+  std::vector<bool> gpus(t.num_nodes(), false);
   std::vector<bool> servers(t.servers().size(), false);
   for (const topo::NodeId g : keep_gpus_) {
-    keep_node_.at(g) = true;
+    gpus.at(g) = true;
     if (t.node(g).server != topo::kNone) servers[static_cast<std::size_t>(t.node(g).server)] = true;
   }
+  keep_node_ = gpus;
   for (topo::NodeId n = 0; n < t.num_nodes(); ++n)
     if (t.node(n).server != topo::kNone && servers[static_cast<std::size_t>(t.node(n).server)])
       keep_node_[n] = true;
   keep_rank_.assign(plan.num_ranks(), false);
-  for (sched::RankId r = 0; r < plan.num_ranks(); ++r)
-    keep_rank_[r] =
-        std::find(keep_gpus_.begin(), keep_gpus_.end(), plan.rank_gpu[r]) != keep_gpus_.end();
+  for (sched::RankId r = 0; r < plan.num_ranks(); ++r) keep_rank_[r] = gpus[plan.rank_gpu[r]];
 }
 
 bool ChromeTrace::kept(ResourceId resource) const {

@@ -378,8 +378,10 @@ constexpr std::uint64_t kLargeTrace = std::uint64_t{256} << 20;
 std::vector<topo::NodeId> traced_gpus(const std::string& text, const Loaded& loaded) {
   if (text.empty()) return {};
   std::vector<topo::NodeId> gpus = parse_ranks(text, loaded.topology, "--trace-only");
+  std::vector<bool> in_run(loaded.topology.num_nodes(), false);
+  for (const topo::NodeId g : loaded.ranks) in_run[g] = true;
   for (const topo::NodeId g : gpus)
-    if (std::find(loaded.ranks.begin(), loaded.ranks.end(), g) == loaded.ranks.end())
+    if (!in_run[g])
       throw InputError(
           "", "--trace-only",
           fmt::format("GPU '{}' does not take part in the run (--ranks {}); name GPUs "
