@@ -179,14 +179,12 @@ std::optional<sched::RankId> rank_of(const Topology& t, NodeId node) {
 
 struct RouteOptions {
   std::string routing = "ecmp";
-  bool ecmp = false;  // --ecmp, the older spelling of --routing ecmp
   std::optional<std::uint64_t> flow_key;
 };
 
 void route(const std::string& file, const std::string& a, const std::string& b,
            const RouteOptions& o, std::uint64_t max_memory) {
-  topo::RoutingOptions options = parse_routing(o.routing, "--routing");
-  options.ecmp = options.ecmp || o.ecmp;
+  const topo::RoutingOptions options = parse_routing(o.routing, "--routing");
   const Topology t = load_topology(file, max_memory);
   const NodeId from = resolve(t, a, "FROM"), to = resolve(t, b, "TO");
   // Between two GPUs, the key collsim run routes their transfers with: the path shown is the
@@ -265,7 +263,10 @@ void add_topo_commands(CLI::App& app) {
               "ecmp: the equal-cost path that the flow key hashes to, as collsim run routes "
               "(its default too); shortest: the one deterministic shortest path")
           ->capture_default_str();
-  route_cmd->add_flag("--ecmp", route_options->ecmp, "The same as --routing ecmp")
+  route_cmd
+      ->add_flag_callback(
+          "--ecmp", [route_options] { route_options->routing = "ecmp"; },
+          "The same as --routing ecmp")
       ->excludes(routing);
   route_cmd->add_option("--flow-key", route_options->flow_key,
                         "Flow key hashed under ecmp; default: between two GPUs, the key collsim "
