@@ -25,6 +25,8 @@ ValidationReport validation_rows(Executor* executor, const topo::Topology& topol
                                  "rank); use a topology such as configs/one-gpu-4ranks.json",
                                  topology.gpus().size(), options.ranks));
   if (options.ranks < 2) throw InputError("", "--ranks", "validation needs at least 2 ranks");
+  if (options.algorithms.empty())
+    throw InputError("", "--algos", "no algorithm to validate; name at least one, e.g. ring");
   if (options.devices == 0) throw InternalError("validation on 0 devices");
   topo::Topology model = topology;
   std::vector<topo::NodeId> ranks(model.gpus().begin(), model.gpus().begin() + options.ranks);
@@ -54,9 +56,13 @@ ValidationReport validation_rows(Executor* executor, const topo::Topology& topol
 
   ValidationReport report;
   for (Bytes size : options.sizes) {
-    std::vector<std::pair<sched::Algorithm, std::uint32_t>> variants = {
-        {sched::Algorithm::naive, 1}};
-    for (std::uint32_t k : options.chunks) variants.emplace_back(sched::Algorithm::ring, k);
+    std::vector<std::pair<sched::Algorithm, std::uint32_t>> variants;
+    for (sched::Algorithm algorithm : options.algorithms) {
+      if (algorithm == sched::Algorithm::naive)
+        variants.emplace_back(algorithm, 1);
+      else
+        for (std::uint32_t k : options.chunks) variants.emplace_back(algorithm, k);
+    }
     for (const auto& [algorithm, k] : variants) {
       sched::PlanRequest req;
       req.collective = sched::Collective::allreduce;
@@ -64,7 +70,18 @@ ValidationReport validation_rows(Executor* executor, const topo::Topology& topol
       req.size = size;
       req.chunks = k;
       req.ranks = ranks;
-      const sched::Plan plan = sched::generate(router, req);
+      sched::Plan plan;
+      try {
+        plan = sched::generate(router, req);
+      } catch (const InputError& e) {
+        // The generator's message holds the fix; the row it stopped at is what a long list
+        // of sizes, algorithms and chunk counts needs besides.
+        throw InputError("", "",
+                         fmt::format("the validation row {} k={} size {} bytes on {} ranks of {}: "
+                                     "{}",
+                                     sched::to_string(algorithm), k, size, options.ranks,
+                                     topology_file, e.what()));
+      }
       ValidationRow row;
       row.algorithm = std::string(sched::to_string(algorithm));
       row.chunks = k;

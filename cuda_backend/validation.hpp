@@ -1,6 +1,7 @@
 #pragma once
-// `collsim validate`: run naive and pipelined ring allreduce plans on a device, simulate the same
-// plans on the (calibrated) topology, and compare end-to-end times row by row.
+// `collsim validate`: run allreduce plans (naive and the pipelined ring by default, any generated
+// algorithm on request) on a device, simulate the same plans on the (calibrated) topology, and
+// compare end-to-end times row by row.
 #include <cstdint>
 #include <iosfwd>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "cuda_backend/calibration.hpp"
 #include "cuda_backend/executor.hpp"
+#include "schedules/generate.hpp"
 #include "topology/topology.hpp"
 
 namespace collsim::backend {
@@ -20,6 +22,9 @@ struct ValidationOptions {
   std::vector<Bytes> sizes = {Bytes{1} << 20, Bytes{4} << 20, Bytes{16} << 20,
                               kConvNextTinyGradientBytes};
   std::vector<std::uint32_t> chunks = {1, 2, 4, 8, 16};
+  // Rows per size follow this order: naive once (one monolithic step, so k does not apply), every
+  // other algorithm at every k of `chunks`.
+  std::vector<sched::Algorithm> algorithms = {sched::Algorithm::naive, sched::Algorithm::ring};
   std::uint32_t warmup = 1;
   std::uint32_t repetitions = 3;
   // Make every transfer wait its route's latency + bytes / bottleneck bandwidth, so that the
@@ -37,7 +42,7 @@ struct ValidationOptions {
 };
 
 struct ValidationRow {
-  std::string algorithm;  // "naive" or "ring"
+  std::string algorithm;  // sched::to_string of the algorithm
   std::uint32_t chunks = 1;
   Bytes size = 0;
   double measured = 0;   // median over repetitions, seconds

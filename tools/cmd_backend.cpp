@@ -46,6 +46,7 @@ struct ValidateOptions {
   std::string out;
   std::string sizes = "1MiB,4MiB,16MiB,114356512";
   std::string chunks = "1,2,4,8,16";
+  std::string algos = "naive,ring";
   std::uint32_t ranks = 4;
   std::uint32_t reps = 3;
   std::uint32_t warmup = 1;
@@ -129,10 +130,26 @@ void nccl_ground_truth(const topo::Topology& topology, const backend::Validation
   }
 }
 
+// "all", or named algorithms: every row is a plan that runs, so "auto" (a search) is no choice.
+std::vector<sched::Algorithm> validation_algorithms(const std::string& text) {
+  const auto all = all_algorithms();
+  if (text == "all") return {all.begin(), all.end()};
+  std::vector<sched::Algorithm> out;
+  for (const AlgoChoice& a : parse_algo_list(text, "--algos")) {
+    if (!a)
+      throw InputError("", "--algos",
+                       "\"auto\" searches for the fastest algorithm, which validate does not do; "
+                       "name the algorithms (naive,ring,tree,rhd,rd,hier,direct) or give all");
+    if (std::find(out.begin(), out.end(), *a) == out.end()) out.push_back(*a);
+  }
+  return out;
+}
+
 void validate(const ValidateOptions& o) {
   backend::ValidationOptions vo;
   vo.sizes = parse_size_list(o.sizes, "--sizes");
   vo.chunks = parse_count_list(o.chunks, "--chunks");
+  vo.algorithms = validation_algorithms(o.algos);
   vo.ranks = o.ranks;
   vo.repetitions = o.reps;
   vo.warmup = o.warmup;
@@ -205,7 +222,8 @@ void add_backend_commands(CLI::App& app) {
   auto vo = std::make_shared<ValidateOptions>();
   auto* val = app.add_subcommand(
       "validate",
-      "Run naive and pipelined ring allreduce on the device and compare with the simulator");
+      "Run allreduce plans (naive and pipelined ring by default) on the device and compare "
+      "with the simulator");
   val->add_option("--backend", vo->backend, "cuda (the local GPUs) or host (threads + memcpy)")
       ->capture_default_str();
   val->add_option("--topology", vo->topology,
@@ -223,6 +241,10 @@ void add_backend_commands(CLI::App& app) {
                   "Allreduce sizes (default 1 MiB .. ConvNeXt-Tiny gradients, 114,356,512 bytes)")
       ->capture_default_str();
   val->add_option("--chunks", vo->chunks, "Chunk counts k of the pipelined ring")
+      ->capture_default_str();
+  val->add_option("--algos", vo->algos,
+                  "Allreduce algorithms to run, or all; naive runs once per size, the others at "
+                  "every k of --chunks")
       ->capture_default_str();
   val->add_option("--ranks", vo->ranks, "Virtual ranks")->capture_default_str();
   val->add_option("--reps", vo->reps, "Timed repetitions per row (the median is reported)")

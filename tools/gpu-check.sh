@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The device check of the CUDA backend: build with CUDA, run the backend tests (the GPU ones
-# included), calibrate, validate; logs, calibration.json and the validation CSVs go to OUTDIR.
+# included), calibrate, validate (naive and ring as recorded before, then every algorithm);
+# logs, calibration.json and the validation CSVs go to OUTDIR.
 # Budget: 8 minutes on one H200 including the build (only collsim and test_backend are built).
 #
 #   tools/gpu-check.sh OUTDIR
@@ -17,6 +18,8 @@
 #                             must exist. The folder keeps the source path it was configured with,
 #                             which the backend tests read (configs/, the collsim binary)
 #   CALIBRATE_SIZES           default 4KiB:256MiB:x4
+#   ALGOS_SIZES               sizes of the every-algorithm validation on the mesh, default
+#                             1MiB,4MiB,16MiB,114356512
 set -euo pipefail
 out=${1:?usage: tools/gpu-check.sh OUTDIR}
 mkdir -p "$out"
@@ -111,15 +114,17 @@ else
   tail -20 "$out/calibrate.log" | tee -a "$summary"
 fi
 
-# The shipped config names a model; the copy takes whatever this device calls itself, so that
-# the calibration applies to its virtual ranks.
+# The shipped configs name a model; the copies take whatever this device calls itself, so that
+# the calibration applies to their virtual ranks.
 device_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
-topology=$out/topology.json
-if [ -n "$device_name" ]; then
-  sed -E "s/\"model\": \"[^\"]*\"/\"model\": \"$device_name\"/" configs/one-gpu-4ranks.json >"$topology"
-else
-  cp configs/one-gpu-4ranks.json "$topology"
-fi
+for config in one-gpu-4ranks one-gpu-4ranks-mesh; do
+  if [ -n "$device_name" ]; then
+    sed -E "s/\"model\": \"[^\"]*\"/\"model\": \"$device_name\"/" configs/$config.json >"$out/$config.json"
+  else
+    cp configs/$config.json "$out/$config.json"
+  fi
+done
+topology=$out/one-gpu-4ranks.json
 
 if [ -s "$out/calibration.json" ]; then
   say "validate (calibrated)"
@@ -132,6 +137,25 @@ if [ -s "$out/calibration.json" ]; then
     say "FAILED: validate (calibrated)"
     tail -30 "$out/validate.log" | tee -a "$summary"
   fi
+fi
+# Every algorithm, on the fabric the emulation gives (a link per pair of ranks), then on the
+# switch of one-gpu-4ranks.json, where transfers to several peers at once share a rank's link in
+# the model but not on the device.
+if [ -s "$out/calibration.json" ]; then
+  for run in "mesh one-gpu-4ranks-mesh ${ALGOS_SIZES:-1MiB,4MiB,16MiB,114356512} 1,2,4,8,16" \
+    "switch one-gpu-4ranks 4MiB,114356512 1,4"; do
+    read -r name config sizes chunks <<<"$run"
+    say "validate every algorithm on $config (calibrated)"
+    if timeout 240 "$collsim" validate --backend cuda --topology "$out/$config.json" --algos all \
+      --sizes "$sizes" --chunks "$chunks" --calibration "$out/calibration.json" \
+      --out "$out/validation-algos-$name.csv" >"$out/validate-algos-$name.log" 2>&1; then
+      grep -v "^note: no NCCL" "$out/validate-algos-$name.log" >>"$summary"
+    else
+      status=1
+      say "FAILED: validate every algorithm on $config"
+      tail -30 "$out/validate-algos-$name.log" | tee -a "$summary"
+    fi
+  done
 fi
 say "validate (topology parameters only, no calibration)"
 if timeout 100 "$collsim" validate --backend cuda --topology "$topology" \

@@ -81,6 +81,30 @@ TEST_CASE("cli: validate --backend host checks data and writes CSV", "[backend][
   CHECK(lines == 4);
 }
 
+TEST_CASE("cli: validate --algos all runs every algorithm; auto is refused", "[backend][cli]") {
+  REQUIRE(std::filesystem::exists(COLLSIM_BINARY));
+  const auto dir = scratch_dir("validate-algos");
+  const auto csv = dir / "validation.csv";
+  const std::string topology = std::string(COLLSIM_SOURCE_DIR) + "/configs/one-gpu-4ranks.json";
+  auto r = run_collsim("validate --backend host --topology " + topology +
+                           " --algos all --sizes 16KiB --chunks 1 --reps 1 --warmup 0 --out " +
+                           csv.string(),
+                       dir);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  std::ifstream in(csv);
+  std::string line, algorithms;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) algorithms += line.substr(0, line.find(',')) + " ";
+  CHECK(algorithms == "ring tree rhd rd hier direct naive ");
+  r = run_collsim("validate --backend host --algos ring,auto", dir);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Catch::Contains("--algos") && Catch::Contains("name the algorithms"));
+  r = run_collsim("validate --backend host --algos rign", dir);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Catch::Contains("did you mean \"ring\""));
+}
+
 TEST_CASE("cli: backend errors are usage errors with a way out", "[backend][cli]") {
   REQUIRE(std::filesystem::exists(COLLSIM_BINARY));
   const auto dir = scratch_dir("errors");

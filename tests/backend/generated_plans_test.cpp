@@ -1,8 +1,10 @@
-// Every generated (algorithm, collective) pair, executed on real memory by the host executor:
-// zero wrong elements is what "the schedule computes the collective" means in bytes.
+// Every generated (algorithm, collective) pair, executed on real memory by the host executor and,
+// where a device exists, by the CUDA executor: zero wrong elements is what "the schedule computes
+// the collective" means in bytes.
 #include <catch2/catch.hpp>
 #include <string>
 
+#include "cuda_backend/cuda_executor.hpp"
 #include "cuda_backend/host_executor.hpp"
 #include "schedules/generate.hpp"
 #include "topology/error.hpp"
@@ -60,18 +62,13 @@ topo::Topology cluster(std::uint32_t servers, std::uint32_t per_server) {
   return t;
 }
 
-}  // namespace
-
-TEST_CASE("host executor: every generated algorithm x collective computes its collective",
-          "[backend][host][generated]") {
+void check_every_generated_plan(Executor& executor, std::uint32_t servers,
+                                std::uint32_t per_server) {
   using sched::Algorithm;
   using sched::Collective;
-  const std::uint32_t servers = GENERATE(1u, 2u);
-  const std::uint32_t per_server = GENERATE(2u, 3u, 4u);
   const auto topology = cluster(servers, per_server);
   const topo::Router router(topology);
   const std::uint32_t p = servers * per_server;
-  HostExecutor executor;
   RunOptions ro;
   ro.warmup = 0;
   int executed = 0, refused = 0;
@@ -118,4 +115,28 @@ TEST_CASE("host executor: every generated algorithm x collective computes its co
   // At least ring, direct and naive exist for allreduce on every rank count: 2 + 2 + 1 chunks
   // settings, times two dtypes.
   CHECK(executed >= 10);
+}
+
+}  // namespace
+
+TEST_CASE("host executor: every generated algorithm x collective computes its collective",
+          "[backend][host][generated]") {
+  const std::uint32_t servers = GENERATE(1u, 2u);
+  const std::uint32_t per_server = GENERATE(2u, 3u, 4u);
+  HostExecutor executor;
+  check_every_generated_plan(executor, servers, per_server);
+}
+
+TEST_CASE("cuda executor: every generated algorithm x collective computes its collective",
+          "[backend][cuda][gpu][generated]") {
+  if (!cuda_available()) {
+    WARN("no CUDA device: skipped");
+    CHECK_FALSE(cuda_available());
+    return;
+  }
+  // The virtual ranks share the device: its streams, events and copies carry every plan.
+  const std::uint32_t servers = GENERATE(1u, 2u);
+  const std::uint32_t per_server = GENERATE(2u, 3u, 4u);
+  auto executor = make_cuda_executor();
+  check_every_generated_plan(*executor, servers, per_server);
 }

@@ -91,6 +91,38 @@ TEST_CASE("validation: rows, predictions and CSV on the host backend", "[backend
   CHECK(std::count(text.begin(), text.end(), '\n') == 7);
 }
 
+TEST_CASE("validation: the algorithms asked for, in their order, naive once per size",
+          "[backend][validation]") {
+  HostExecutor executor;
+  ValidationOptions o;
+  o.sizes = {64 * 1024};
+  o.chunks = {1, 2};
+  o.algorithms = {sched::Algorithm::tree, sched::Algorithm::naive, sched::Algorithm::direct};
+  o.repetitions = 1;
+  o.warmup = 0;
+  const auto report = run_validation(executor, four_ranks(), o);
+  std::vector<std::string> rows;
+  for (const auto& r : report.rows) rows.push_back(r.algorithm + std::to_string(r.chunks));
+  CHECK(rows == std::vector<std::string>{"tree1", "tree2", "naive1", "direct1", "direct2"});
+  CHECK(report.wrong_elements == 0);
+  for (const auto& r : report.rows) {
+    CHECK(r.checked_elements == 4 * r.size / 4);
+    CHECK(r.predicted > 0);
+  }
+  // Direct allreduce is one-shot: every rank sends its whole 64 KiB to the three others at once,
+  // so its one link into the switch carries three buffers (25 GB/s shared three ways) after the
+  // route's 4 us; the reductions cost nothing on this topology.
+  CHECK(report.rows[3].predicted == Approx(4e-6 + 3 * 65536 / 25e9).epsilon(1e-9));
+
+  o.algorithms = {};
+  CHECK_THROWS_WITH(run_validation(executor, four_ranks(), o), Catch::Contains("--algos"));
+  o.algorithms = {sched::Algorithm::ring};
+  o.chunks = {100000};
+  CHECK_THROWS_WITH(run_validation(executor, four_ranks(), o, "four.json"),
+                    Catch::Contains("ring k=100000 size 65536 bytes on 4 ranks of four.json") &&
+                        Catch::Contains("use at most 16384"));
+}
+
 TEST_CASE("validation: a topology with too few GPUs is an input error", "[backend][validation]") {
   HostExecutor executor;
   ValidationOptions o;
