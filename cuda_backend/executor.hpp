@@ -44,6 +44,10 @@ struct RunResult {
                                 // completion of the last op
   std::uint64_t wrong_elements = 0;
   std::uint64_t checked_elements = 0;
+  // The most streams the run put on one device, its start gate included (0 where streams do not
+  // apply). Past DeviceInfo::hardware_queues, streams share queues and can wait behind one
+  // another's event waits: a serialisation the plan does not have.
+  std::uint32_t streams_per_device = 0;
   double median() const;
   double min() const;
 };
@@ -57,6 +61,9 @@ struct DeviceInfo {
   int devices = 1;              // CUDA devices visible
   bool peer_access = false;     // every pair of visible devices can access each other
   double memory_bandwidth = 0;  // bytes/s from the device's specification, 0 if unknown
+  // Hardware work queues per device that streams map onto (CUDA_DEVICE_MAX_CONNECTIONS);
+  // 0 where it does not apply.
+  std::uint32_t hardware_queues = 0;
 };
 
 class Executor {

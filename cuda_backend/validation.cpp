@@ -92,6 +92,7 @@ ValidationReport validation_rows(Executor* executor, const topo::Topology& topol
         row.measured = result.median();
         row.wrong_elements = result.wrong_elements;
         row.checked_elements = result.checked_elements;
+        row.streams_per_device = result.streams_per_device;
       } else if (report.rows.size() < measured.size()) {
         row.measured = measured[report.rows.size()];
       }

@@ -50,6 +50,7 @@ struct ValidationRow {
   double error = 0;      // (predicted - measured) / measured
   std::uint64_t wrong_elements = 0;
   std::uint64_t checked_elements = 0;
+  std::uint32_t streams_per_device = 0;  // RunResult::streams_per_device of the measured run
 };
 
 struct ValidationReport {

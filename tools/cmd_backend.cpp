@@ -178,11 +178,23 @@ void validate(const ValidateOptions& o) {
   const auto report = backend::run_validation(*executor, topology, vo, o.topology);
   std::printf("%-6s %3s %14s %12s %12s %9s %7s\n", "algo", "k", "size", "measured", "predicted",
               "error", "#wrong");
-  for (const auto& r : report.rows)
-    std::printf("%-6s %3u %14s %12s %12s %+8.1f%% %7llu\n", r.algorithm.c_str(), r.chunks,
+  const std::uint32_t queues = executor->device().hardware_queues;
+  std::uint32_t most_streams = 0;
+  for (const auto& r : report.rows) {
+    const bool queued = queues > 0 && r.streams_per_device > queues;
+    if (queued) most_streams = std::max(most_streams, r.streams_per_device);
+    std::printf("%-6s %3u %14s %12s %12s %+8.1f%% %7llu%s\n", r.algorithm.c_str(), r.chunks,
                 format_size(r.size).c_str(), format_duration(r.measured).c_str(),
                 format_duration(r.predicted).c_str(), 100.0 * r.error,
-                static_cast<unsigned long long>(r.wrong_elements));
+                static_cast<unsigned long long>(r.wrong_elements), queued ? " !" : "");
+  }
+  if (most_streams > 0)
+    std::printf(
+        "note: rows marked ! put up to %u streams on one device, which has %u hardware queues "
+        "(CUDA_DEVICE_MAX_CONNECTIONS): streams that share a queue wait behind one another's "
+        "event waits, which the model does not, so their measured times can be too long; "
+        "fewer --ranks need fewer streams\n",
+        most_streams, queues);
   if (!report.rows.empty()) {
     const auto& w = report.rows[report.worst];
     std::printf("median |error| %.1f%%; worst %+.1f%% (%s k=%u, %s)\n",

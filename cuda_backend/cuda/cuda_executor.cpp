@@ -44,7 +44,14 @@ std::string version_string(int v) {
   return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
 }
 
+// A device maps its streams onto this many hardware queues, and streams that share a queue wait
+// behind one another's event waits. The driver's default is 8 and its maximum 32; the variable
+// is read when the first context is created, so it is set before any other CUDA call, unless
+// the user set it.
+constexpr int kHardwareQueues = 32;
+
 int device_count_or_zero() {
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(kHardwareQueues).c_str(), 0);
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     (void)cudaGetLastError();  // clear the sticky "no device" error
@@ -92,7 +99,8 @@ struct Resources {
     for (auto e : gate_events) cudaEventDestroy(e);
     for (auto e : start_events) cudaEventDestroy(e);
     for (auto& rs : streams)
-      for (auto s : rs) cudaStreamDestroy(s);
+      for (auto s : rs)
+        if (s) cudaStreamDestroy(s);
     for (auto s : gates) cudaStreamDestroy(s);
     for (auto& b : buffers) {
       cudaFree(b.input);
@@ -126,6 +134,9 @@ class CudaExecutor final : public Executor {
     check(cudaRuntimeGetVersion(&runtime), "cudaRuntimeGetVersion", "reading versions");
     info_.driver_version = version_string(driver);
     info_.runtime_version = version_string(runtime);
+    const char* queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    info_.hardware_queues = static_cast<std::uint32_t>(
+        std::clamp(queues ? std::atoi(queues) : kHardwareQueues, 1, kHardwareQueues));
     info_.peer_access = devices > 1;
     for (int a = 0; a < devices; ++a)
       for (int b = 0; b < devices; ++b) {
@@ -198,15 +209,19 @@ RunResult CudaExecutor::run(const sched::Plan& plan, const RunOptions& options) 
             "cudaMemcpy", fmt::format("uploading rank {}'s input", r));
   }
 
-  // Streams, the start gate of every device, and events.
+  // Streams, the start gate of every device, and events. Plans number their streams sparsely
+  // (a tree's ids reach 31 where it uses 7), and every CUDA stream takes a turn on the device's
+  // few hardware queues, so only the streams that hold ops are created; the others stay null.
   res.streams.resize(p);
+  std::vector<std::uint32_t> streams_on_device(static_cast<std::size_t>(used_devices), 1);
   for (sched::RankId r = 0; r < p; ++r) {
     check(cudaSetDevice(res.device_of_rank[r]), "cudaSetDevice", "creating streams");
+    res.streams[r].assign(layout.streams[r].size(), nullptr);
     for (std::size_t s = 0; s < layout.streams[r].size(); ++s) {
-      cudaStream_t stream = nullptr;
-      check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate",
-            fmt::format("creating stream {} of rank {}", s, r));
-      res.streams[r].push_back(stream);
+      if (layout.streams[r][s].empty()) continue;
+      check(cudaStreamCreateWithFlags(&res.streams[r][s], cudaStreamNonBlocking),
+            "cudaStreamCreate", fmt::format("creating stream {} of rank {}", s, r));
+      ++streams_on_device[static_cast<std::size_t>(res.device_of_rank[r])];
     }
   }
   for (int d = 0; d < used_devices; ++d) {
@@ -237,6 +252,7 @@ RunResult CudaExecutor::run(const sched::Plan& plan, const RunOptions& options) 
   std::vector<int> end_device;
   for (sched::RankId r = 0; r < p; ++r)
     for (std::size_t s = 0; s < res.streams[r].size(); ++s) {
+      if (!res.streams[r][s]) continue;
       check(cudaSetDevice(res.device_of_rank[r]), "cudaSetDevice", "creating end events");
       cudaEvent_t e = nullptr;
       check(cudaEventCreate(&e), "cudaEventCreate", "creating end events");
@@ -338,6 +354,7 @@ RunResult CudaExecutor::run(const sched::Plan& plan, const RunOptions& options) 
   double issue_estimate = 20e-6 * static_cast<double>(n) + 100e-6;
   const std::uint32_t runs = options.warmup + options.repetitions;
   RunResult result;
+  result.streams_per_device = *std::max_element(streams_on_device.begin(), streams_on_device.end());
   for (std::uint32_t run = 0; run < runs; ++run) {
     for (sched::RankId r = 0; r < p; ++r) {
       check(cudaSetDevice(res.device_of_rank[r]), "cudaSetDevice", "clearing buffers");
@@ -359,15 +376,16 @@ RunResult CudaExecutor::run(const sched::Plan& plan, const RunOptions& options) 
     for (sched::RankId r = 0; r < p; ++r) {
       check(cudaSetDevice(res.device_of_rank[r]), "cudaSetDevice", "waiting on the gate");
       for (auto s : res.streams[r])
-        check(cudaStreamWaitEvent(s, res.gate_events[res.device_of_rank[r]], 0),
-              "cudaStreamWaitEvent", "waiting on the gate");
+        if (s)
+          check(cudaStreamWaitEvent(s, res.gate_events[res.device_of_rank[r]], 0),
+                "cudaStreamWaitEvent", "waiting on the gate");
     }
     for (OpId id : layout.issue_order) issue(id);
     std::size_t e = 0;
     for (sched::RankId r = 0; r < p; ++r) {
       check(cudaSetDevice(res.device_of_rank[r]), "cudaSetDevice", "recording the end");
       for (auto s : res.streams[r])
-        check(cudaEventRecord(end_events[e++], s), "cudaEventRecord", "recording the end");
+        if (s) check(cudaEventRecord(end_events[e++], s), "cudaEventRecord", "recording the end");
     }
     const double issue_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - issue_start).count();

@@ -3,6 +3,7 @@
 #include "cuda_backend/cuda_executor.hpp"
 
 #include <catch2/catch.hpp>
+#include <cstdlib>
 
 #include "cuda_backend/calibration.hpp"
 #include "hand_plans.hpp"
@@ -30,6 +31,11 @@ TEST_CASE("cuda executor: hand-written ring allreduce is exact on the device",
   auto executor = make_cuda_executor();
   CHECK(executor->device().backend == "cuda");
   CHECK_FALSE(executor->device().name.empty());
+  // The executor asks for the most hardware queues before the first CUDA call (or keeps the
+  // user's CUDA_DEVICE_MAX_CONNECTIONS).
+  const char* queues = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  REQUIRE(queues);
+  CHECK(executor->device().hardware_queues == static_cast<std::uint32_t>(std::atoi(queues)));
   for (auto dtype : {sched::DType::fp32, sched::DType::fp16, sched::DType::bf16}) {
     for (std::uint32_t chunks : {1u, 4u}) {
       test::RingOptions o;

@@ -2,7 +2,9 @@
 // where a device exists, by the CUDA executor: zero wrong elements is what "the schedule computes
 // the collective" means in bytes.
 #include <catch2/catch.hpp>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "cuda_backend/cuda_executor.hpp"
 #include "cuda_backend/host_executor.hpp"
@@ -106,6 +108,14 @@ void check_every_generated_plan(Executor& executor, std::uint32_t servers,
           const auto result = executor.run(plan, ro);
           CHECK(result.wrong_elements == 0);
           CHECK(result.checked_elements > 0);
+          if (executor.device().backend == "cuda" && executor.device().devices == 1) {
+            // One stream per (rank, stream) that holds ops, plus the start gate: plans number
+            // streams sparsely, and a stream created for nothing still takes a hardware queue.
+            std::set<std::pair<sched::RankId, std::uint32_t>> used;
+            for (sched::OpId id = 0; id < plan.num_ops(); ++id)
+              used.emplace(plan.rank(id), plan.stream(id));
+            CHECK(result.streams_per_device == used.size() + 1);
+          }
           ++executed;
         }
       }
