@@ -33,9 +33,7 @@ summary=$out/summary.txt
 : >"$summary"
 elapsed() { echo $(($(date +%s) - start)); }
 say() { echo "gpu-check [$(elapsed) s]: $*" | tee -a "$summary"; }
-# Eight hardware queues (the default) would serialise some of the virtual ranks' streams behind
-# one another's event waits; every stream gets its own queue instead.
-export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-32}
+# The CUDA executor asks for 32 hardware queues itself (CUDA_DEVICE_MAX_CONNECTIONS, unless set).
 
 say "started $(date -u +%Y-%m-%dT%H:%M:%SZ) in $root"
 { nvidia-smi || echo "nvidia-smi not available"; } >"$out/nvidia-smi.txt" 2>&1
