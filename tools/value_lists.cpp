@@ -13,12 +13,6 @@
 namespace collsim::cli {
 namespace {
 
-constexpr std::array kAlgorithms = {
-    sched::Algorithm::ring, sched::Algorithm::tree,   sched::Algorithm::rhd,  sched::Algorithm::rd,
-    sched::Algorithm::hier, sched::Algorithm::direct, sched::Algorithm::naive};
-constexpr std::array kCollectives = {
-    sched::Collective::allreduce, sched::Collective::reduce_scatter, sched::Collective::allgather,
-    sched::Collective::broadcast, sched::Collective::reduce,         sched::Collective::alltoall};
 constexpr std::array kDTypes = {sched::DType::fp32, sched::DType::fp16, sched::DType::bf16};
 constexpr std::array kHostMemories = {sched::HostMemory::pinned, sched::HostMemory::pageable};
 
@@ -124,9 +118,9 @@ std::vector<std::uint64_t> expand(std::string_view text, const std::string& opti
   return out;
 }
 
-template <typename Enum, std::size_t N>
+template <typename Enum>
 Enum parse_name(std::string_view text, const std::string& option, std::string_view what,
-                const std::array<Enum, N>& values, std::string_view extra = {}) {
+                std::span<const Enum> values, std::string_view extra = {}) {
   std::string name(trim(text));
   std::replace(name.begin(), name.end(), '-', '_');
   std::vector<std::string_view> names;
@@ -156,10 +150,10 @@ std::vector<std::string_view> split_list(std::string_view text) {
 }
 
 std::span<const sched::Algorithm> all_algorithms() {
-  return kAlgorithms;
+  return sched::all_algorithms();
 }
 std::span<const sched::Collective> all_collectives() {
-  return kCollectives;
+  return sched::all_collectives();
 }
 
 std::vector<Bytes> parse_size_list(std::string_view text, const std::string& option) {
@@ -194,7 +188,7 @@ std::vector<std::uint32_t> parse_count_list(std::string_view text, const std::st
 }
 
 sched::Collective parse_collective(std::string_view text, const std::string& option) {
-  return parse_name(text, option, "collective", kCollectives);
+  return parse_name(text, option, "collective", sched::all_collectives());
 }
 
 std::vector<sched::Collective> parse_collective_list(std::string_view text,
@@ -205,11 +199,11 @@ std::vector<sched::Collective> parse_collective_list(std::string_view text,
 }
 
 sched::DType parse_dtype(std::string_view text, const std::string& option) {
-  return parse_name(text, option, "data type", kDTypes);
+  return parse_name<sched::DType>(text, option, "data type", kDTypes);
 }
 
 sched::HostMemory parse_host_memory(std::string_view text, const std::string& option) {
-  return parse_name(text, option, "host memory", kHostMemories);
+  return parse_name<sched::HostMemory>(text, option, "host memory", kHostMemories);
 }
 
 topo::RoutingOptions parse_routing(std::string_view text, const std::string& option) {
@@ -234,7 +228,7 @@ std::vector<sched::DType> parse_dtype_list(std::string_view text, const std::str
 
 AlgoChoice parse_algo(std::string_view text, const std::string& option) {
   if (trim(text) == "auto") return std::nullopt;
-  return parse_name(text, option, "algorithm", kAlgorithms, "auto");
+  return parse_name(text, option, "algorithm", sched::all_algorithms(), "auto");
 }
 
 std::vector<AlgoChoice> parse_algo_list(std::string_view text, const std::string& option) {
