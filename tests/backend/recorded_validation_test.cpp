@@ -2,7 +2,9 @@
 // calibration of an H200 applied to configs/one-gpu-4ranks.json must predict the recorded
 // measurements as well as it did when they were taken. A change to the cost model that makes the
 // predictions of a real device worse fails here, without a GPU.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -41,11 +43,13 @@ Recorded read_measured(const std::string& file) {
   return r;
 }
 
-ValidationReport predict(const Recorded& run) {
+// `options`: what `collsim validate` ran with (the defaults unless the run says otherwise).
+ValidationReport predict(const Recorded& run, const std::string& dir = kRun,
+                         const std::string& config = "one-gpu-4ranks.json",
+                         ValidationOptions options = {}) {
   topo::Topology topology =
-      topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/one-gpu-4ranks.json");
-  const Calibration calibration = load_calibration(kRun + "calibration.json");
-  ValidationOptions options;  // the defaults `collsim validate` ran with
+      topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/" + config);
+  const Calibration calibration = load_calibration(dir + "calibration.json");
   options.devices = 1;
   const auto applied = calibrate_validation(topology, calibration, options, "calibration.json");
   CHECK(applied.gpus.size() == 4);
@@ -74,6 +78,31 @@ TEST_CASE("recorded H200 runs: the calibrated model predicts them within 10% (me
       CHECK(std::abs(row.error) <= 0.15);
     }
   }
+}
+
+TEST_CASE("recorded H200 run of every algorithm: the emulated fabric is predicted within 20%",
+          "[backend][validation][recorded]") {
+  // `gpu-check.sh` of 2026-12-04: collsim validate --algos all on one-gpu-4ranks-mesh.json. The
+  // algorithms that keep at most two transfers per rank in flight are predicted within 18%
+  // (recorded: median 4.5-7.5%). Tree and direct overlap more transfers than one device overlaps
+  // copies (bench/copy_concurrency.py), so their rows measure the emulation, not the model
+  // (docs/validation.md); they are predicted, not bounded.
+  const std::string dir = std::string(COLLSIM_SOURCE_DIR) + "/docs/data/h200-2026-12-04/";
+  ValidationOptions options;
+  options.algorithms.assign(sched::all_algorithms().begin(), sched::all_algorithms().end());
+  const auto report = predict(read_measured(dir + "validation-algos-mesh.csv"), dir,
+                              "one-gpu-4ranks-mesh.json", options);
+  std::vector<double> errors;
+  for (const auto& row : report.rows) {
+    if (row.algorithm == "tree" || row.algorithm == "direct") continue;
+    INFO(row.algorithm << " k=" << row.chunks << " " << row.size << " bytes: measured "
+                       << row.measured << " s, predicted " << row.predicted << " s");
+    CHECK(std::abs(row.error) <= 0.20);
+    errors.push_back(std::abs(row.error));
+  }
+  REQUIRE(errors.size() == 4 * (4 * 5 + 1));
+  std::sort(errors.begin(), errors.end());
+  CHECK(errors[errors.size() / 2] <= 0.10);
 }
 
 TEST_CASE("recorded H200 runs: the uncalibrated model is far off, as recorded",
