@@ -97,6 +97,13 @@ TEST_CASE("cli: validate --algos all runs every algorithm; auto is refused", "[b
   std::getline(in, line);  // header
   while (std::getline(in, line)) algorithms += line.substr(0, line.find(',')) + " ";
   CHECK(algorithms == "ring tree rhd rd hier direct naive ");
+  // A name given twice runs once.
+  r = run_collsim("validate --backend host --topology " + topology +
+                      " --algos ring,naive,ring --sizes 16KiB --chunks 1 --reps 1 --warmup 0",
+                  dir);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("ring     1") == r.output.rfind("ring     1"));
+  CHECK(r.output.find("naive    1") != std::string::npos);
   r = run_collsim("validate --backend host --algos ring,auto", dir);
   CHECK(r.status == 2);
   CHECK_THAT(r.output, Catch::Contains("--algos") && Catch::Contains("name the algorithms"));
