@@ -3,7 +3,8 @@
 //
 // Virtual ranks own device buffers: rank r lives on device r % devices, so one GPU hosts every
 // rank and several GPUs spread them (copies between devices go peer to peer when the devices
-// allow it, through the host otherwise). Each plan stream is a cudaStream_t, each dependency a
+// allow it, through the host otherwise). Each plan stream that holds ops is a cudaStream_t (ids
+// are sparse, and each stream takes a turn on the device's 32 hardware queues), each dependency a
 // cudaEvent; send/recv and copies are cudaMemcpyAsync; host buffers are pinned; reduce is a kernel
 // per dtype; a delay kernel spins for compute/delay ops and for synthetic link time.
 #include <memory>
