@@ -6,6 +6,7 @@
 #include <cmath>
 #include <ostream>
 
+#include "cuda_backend/plan_layout.hpp"
 #include "schedules/generate.hpp"
 #include "sim/engine.hpp"
 #include "topology/error.hpp"
@@ -54,53 +55,77 @@ ValidationReport validation_rows(Executor* executor, const topo::Topology& topol
       }
   }
 
-  ValidationReport report;
-  for (Bytes size : options.sizes) {
-    std::vector<std::pair<sched::Algorithm, std::uint32_t>> variants;
+  struct Variant {
+    sched::Algorithm algorithm;
+    std::uint32_t k;
+    Bytes size;
+  };
+  std::vector<Variant> variants;  // in row order
+  for (Bytes size : options.sizes)
     for (sched::Algorithm algorithm : options.algorithms) {
       if (algorithm == sched::Algorithm::naive)
-        variants.emplace_back(algorithm, 1);
+        variants.push_back({algorithm, 1, size});
       else
-        for (std::uint32_t k : options.chunks) variants.emplace_back(algorithm, k);
+        for (std::uint32_t k : options.chunks) variants.push_back({algorithm, k, size});
     }
-    for (const auto& [algorithm, k] : variants) {
-      sched::PlanRequest req;
-      req.collective = sched::Collective::allreduce;
-      req.algorithm = algorithm;
-      req.size = size;
-      req.chunks = k;
-      req.ranks = ranks;
-      sched::Plan plan;
-      try {
-        plan = sched::generate(router, req);
-      } catch (const InputError& e) {
-        // The generator's message holds the fix; the row it stopped at is what a long list
-        // of sizes, algorithms and chunk counts needs besides.
-        throw InputError("", "",
-                         fmt::format("the validation row {} k={} size {} bytes on {} ranks of {}: "
-                                     "{}",
-                                     sched::to_string(algorithm), k, size, options.ranks,
-                                     topology_file, e.what()));
-      }
-      ValidationRow row;
-      row.algorithm = std::string(sched::to_string(algorithm));
-      row.chunks = k;
-      row.size = size;
-      if (executor) {
-        run.label = fmt::format("{} allreduce k={} size={}", row.algorithm, k, size);
-        const RunResult result = executor->run(plan, run);
-        row.measured = result.median();
-        row.wrong_elements = result.wrong_elements;
-        row.checked_elements = result.checked_elements;
-        row.streams_per_device = result.streams_per_device;
-      } else if (report.rows.size() < measured.size()) {
-        row.measured = measured[report.rows.size()];
-      }
-      row.predicted = sim::simulate(router, plan).time;
-      row.error = row.measured > 0 ? (row.predicted - row.measured) / row.measured : 0;
-      report.wrong_elements += row.wrong_elements;
-      report.rows.push_back(row);
+  auto plan_of = [&](const Variant& v) {
+    sched::PlanRequest req;
+    req.collective = sched::Collective::allreduce;
+    req.algorithm = v.algorithm;
+    req.size = v.size;
+    req.chunks = v.k;
+    req.ranks = ranks;
+    try {
+      return sched::generate(router, req);
+    } catch (const InputError& e) {
+      // The generator's message holds the fix; the row it stopped at is what a long list of
+      // sizes, algorithms and chunk counts needs besides.
+      throw InputError("", "",
+                       fmt::format("the validation row {} k={} size {} bytes on {} ranks of {}: {}",
+                                   sched::to_string(v.algorithm), v.k, v.size, options.ranks,
+                                   topology_file, e.what()));
     }
+  };
+  // Every row is generated, and its buffers weighed, before the first one runs: a row that
+  // cannot run fails the command at once, not after the rows before it.
+  for (const Variant& v : variants) {
+    const sched::Plan plan = plan_of(v);
+    if (!executor || options.host_memory_limit == 0) continue;
+    Bytes buffers = 0;
+    for (const BufferSizes& b : layout_plan(plan, "validation").buffers)
+      buffers += b.input + b.output + b.scratch + b.host;
+    if (buffers > options.host_memory_limit)
+      throw InputError(
+          "", "--max-memory",
+          fmt::format("the validation row {} k={} size {} needs about {} of buffers on its {} "
+                      "ranks, more than the limit of {}; use smaller --sizes, or raise "
+                      "--max-memory if the machine has the memory",
+                      sched::to_string(v.algorithm), v.k, format_size(v.size),
+                      format_size_estimate(static_cast<double>(buffers)), options.ranks,
+                      format_size_estimate(static_cast<double>(options.host_memory_limit))));
+  }
+
+  ValidationReport report;
+  for (const Variant& v : variants) {
+    const sched::Plan plan = plan_of(v);
+    ValidationRow row;
+    row.algorithm = std::string(sched::to_string(v.algorithm));
+    row.chunks = v.k;
+    row.size = v.size;
+    if (executor) {
+      run.label = fmt::format("{} allreduce k={} size={}", row.algorithm, v.k, v.size);
+      const RunResult result = executor->run(plan, run);
+      row.measured = result.median();
+      row.wrong_elements = result.wrong_elements;
+      row.checked_elements = result.checked_elements;
+      row.streams_per_device = result.streams_per_device;
+    } else if (report.rows.size() < measured.size()) {
+      row.measured = measured[report.rows.size()];
+    }
+    row.predicted = sim::simulate(router, plan).time;
+    row.error = row.measured > 0 ? (row.predicted - row.measured) / row.measured : 0;
+    report.wrong_elements += row.wrong_elements;
+    report.rows.push_back(row);
   }
   if (!executor && !measured.empty() && measured.size() != report.rows.size())
     throw InputError(topology_file, "",

@@ -39,6 +39,10 @@ struct ValidationOptions {
   // so they are simulated with one memory resource: the ranks of a ring that reduce at once
   // divide its bandwidth, and the naive root reducing alone has all of it.
   std::uint32_t devices = 1;
+  // Refuse a row whose buffers (every rank's input, output, scratch and host buffer) exceed
+  // this many bytes of host memory, before allocating them; 0: no limit. For the host
+  // executor, whose buffers are all in host memory.
+  Bytes host_memory_limit = 0;
 };
 
 struct ValidationRow {

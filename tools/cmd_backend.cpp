@@ -157,10 +157,14 @@ void validate(const ValidateOptions& o) {
   if (vo.repetitions == 0) throw InputError("", "--reps", "0 repetitions; give at least 1");
   check_writable(o.out);
   check_writable(o.nccl_csv);
-  topo::Topology topology = load_topology(o.topology, max_memory_limit(o.max_memory));
+  const std::uint64_t memory_limit = max_memory_limit(o.max_memory);
+  topo::Topology topology = load_topology(o.topology, memory_limit);
   auto executor = backend::make_executor(o.backend);
   // Virtual ranks share their device's memory: rank r runs on device r % devices.
   vo.devices = static_cast<std::uint32_t>(std::max(1, executor->device().devices));
+  // The host executor's buffers are host memory; the CUDA executor's are on the device, whose
+  // allocation failures are reported as they happen.
+  if (o.backend == "host") vo.host_memory_limit = memory_limit;
   std::string calibration_note = "none (topology parameters as written)";
   if (!o.calibration.empty()) {
     const auto c = backend::load_calibration(o.calibration);

@@ -104,6 +104,11 @@ TEST_CASE("cli: validate --algos all runs every algorithm; auto is refused", "[b
   CHECK(r.status == 0);
   CHECK(r.output.find("ring     1") == r.output.rfind("ring     1"));
   CHECK(r.output.find("naive    1") != std::string::npos);
+  r = run_collsim("validate --backend host --sizes 1MiB,4MiB --max-memory 32MiB", dir);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output,
+             Catch::Contains("size 4 MiB needs about") && Catch::Contains("raise --max-memory"));
+  CHECK_THAT(r.output, !Catch::Contains("median |error|"));
   r = run_collsim("validate --backend host --algos ring,auto", dir);
   CHECK(r.status == 2);
   CHECK_THAT(r.output, Catch::Contains("--algos") && Catch::Contains("name the algorithms"));

@@ -123,6 +123,50 @@ TEST_CASE("validation: the algorithms asked for, in their order, naive once per 
                         Catch::Contains("use at most 16384"));
 }
 
+namespace {
+
+// Counts the plans it is asked to run, and runs them on the host.
+class CountingExecutor final : public Executor {
+ public:
+  const DeviceInfo& device() const override { return host_.device(); }
+  RunResult run(const sched::Plan& plan, const RunOptions& options) override {
+    ++runs;
+    return host_.run(plan, options);
+  }
+  int runs = 0;
+
+ private:
+  HostExecutor host_;
+};
+
+}  // namespace
+
+TEST_CASE("validation: a row that cannot run fails before any row runs", "[backend][validation]") {
+  CountingExecutor executor;
+  ValidationOptions o;
+  o.repetitions = 1;
+  o.warmup = 0;
+  o.chunks = {1};
+  // 64 KiB of buffers per rank and buffer kind fit, 16 MiB do not: the 16 MiB row is refused
+  // before the 64 KiB rows run.
+  o.sizes = {64 * 1024, 16 << 20};
+  o.host_memory_limit = 8 << 20;
+  CHECK_THROWS_WITH(run_validation(executor, four_ranks(), o),
+                    Catch::Contains("--max-memory") && Catch::Contains("naive k=1 size 16 MiB") &&
+                        Catch::Contains("limit of 8.0 MiB"));
+  CHECK(executor.runs == 0);
+  // Likewise a row the generator refuses: 8 bytes are 2 fp32 elements, fewer than k = 4 chunks.
+  o.host_memory_limit = 0;
+  o.sizes = {64 * 1024, 8};
+  o.chunks = {4};
+  CHECK_THROWS_WITH(run_validation(executor, four_ranks(), o), Catch::Contains("size 8 bytes"));
+  CHECK(executor.runs == 0);
+  o.sizes = {64 * 1024};
+  o.host_memory_limit = 8 << 20;
+  CHECK(run_validation(executor, four_ranks(), o).rows.size() == 2);
+  CHECK(executor.runs == 2);
+}
+
 TEST_CASE("validation: a topology with too few GPUs is an input error", "[backend][validation]") {
   HostExecutor executor;
   ValidationOptions o;
