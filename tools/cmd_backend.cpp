@@ -199,6 +199,14 @@ void validate(const ValidateOptions& o) {
         "event waits, which the model does not, so their measured times can be too long; "
         "fewer --ranks need fewer streams\n",
         most_streams, queues);
+  const bool overlapping = std::any_of(report.rows.begin(), report.rows.end(), [](const auto& r) {
+    return r.algorithm == "tree" || r.algorithm == "direct";
+  });
+  if (overlapping && vo.devices < vo.ranks && executor->device().backend == "cuda")
+    std::printf(
+        "note: tree and direct keep several transfers of a rank in flight; one device overlaps "
+        "only a few copies at once (an H200: 5.5 of 12, docs/validation.md), so at small sizes "
+        "their measured times are the emulation's rather than the fabric's\n");
   if (!report.rows.empty()) {
     const auto& w = report.rows[report.worst];
     std::printf("median |error| %.1f%%; worst %+.1f%% (%s k=%u, %s)\n",
