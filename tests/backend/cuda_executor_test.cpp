@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "cuda_backend/calibration.hpp"
+#include "cuda_guard.hpp"
 #include "hand_plans.hpp"
 #include "topology/error.hpp"
 
@@ -23,11 +24,7 @@ TEST_CASE("cuda executor: refuses clearly without a device", "[backend][cuda]") 
 
 TEST_CASE("cuda executor: hand-written ring allreduce is exact on the device",
           "[backend][cuda][gpu]") {
-  if (!cuda_available()) {
-    WARN("no CUDA device: skipped");
-    CHECK_FALSE(cuda_available());
-    return;
-  }
+  if (test::skip_without_cuda()) return;
   auto executor = make_cuda_executor();
   CHECK(executor->device().backend == "cuda");
   CHECK_FALSE(executor->device().name.empty());
@@ -64,11 +61,7 @@ TEST_CASE("cuda executor: hand-written ring allreduce is exact on the device",
 }
 
 TEST_CASE("cuda executor: calibration micro-plans run on the device", "[backend][cuda][gpu]") {
-  if (!cuda_available()) {
-    WARN("no CUDA device: skipped");
-    CHECK_FALSE(cuda_available());
-    return;
-  }
+  if (test::skip_without_cuda()) return;
   auto executor = make_cuda_executor();
   CalibrationOptions o;
   o.sizes = {4096, 1 << 20};

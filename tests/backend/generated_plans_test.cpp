@@ -8,6 +8,7 @@
 
 #include "cuda_backend/cuda_executor.hpp"
 #include "cuda_backend/host_executor.hpp"
+#include "cuda_guard.hpp"
 #include "schedules/generate.hpp"
 #include "topology/error.hpp"
 #include "topology/routing.hpp"
@@ -139,11 +140,7 @@ TEST_CASE("host executor: every generated algorithm x collective computes its co
 
 TEST_CASE("cuda executor: every generated algorithm x collective computes its collective",
           "[backend][cuda][gpu][generated]") {
-  if (!cuda_available()) {
-    WARN("no CUDA device: skipped");
-    CHECK_FALSE(cuda_available());
-    return;
-  }
+  if (test::skip_without_cuda()) return;
   // The virtual ranks share the device: its streams, events and copies carry every plan.
   const std::uint32_t servers = GENERATE(1u, 2u);
   const std::uint32_t per_server = GENERATE(2u, 3u, 4u);
