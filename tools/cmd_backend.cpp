@@ -264,7 +264,7 @@ void add_backend_commands(CLI::App& app) {
   val->add_option("--sizes", vo->sizes,
                   "Allreduce sizes (default 1 MiB .. ConvNeXt-Tiny gradients, 114,356,512 bytes)")
       ->capture_default_str();
-  val->add_option("--chunks", vo->chunks, "Chunk counts k of the pipelined ring")
+  val->add_option("--chunks", vo->chunks, "Chunk counts k of every algorithm but naive")
       ->capture_default_str();
   val->add_option("--algos", vo->algos,
                   "Allreduce algorithms to run, or all; naive runs once per size, the others at "
