@@ -13,7 +13,9 @@
 
 namespace collsim::backend {
 
-// True when collsim was built with CUDA and at least one device answers.
+// True when collsim was built with CUDA and at least one device answers. This and
+// make_cuda_executor() set CUDA_DEVICE_MAX_CONNECTIONS=32 in the environment, unless it is set,
+// before the process's first CUDA call: the driver reads it once, when the context is created.
 bool cuda_available();
 
 // Throws InputError "no CUDA device found; use --backend host" when there is no device, and a
