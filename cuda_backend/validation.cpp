@@ -16,6 +16,25 @@ namespace collsim::backend {
 
 namespace {
 
+template <typename Keep>
+ErrorSummary summarise(const std::vector<ValidationRow>& rows, Keep keep) {
+  ErrorSummary summary;
+  std::vector<double> errors;
+  bool first = true;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (!keep(rows[i])) continue;
+    errors.push_back(std::abs(rows[i].error));
+    if (first || errors.back() > std::abs(rows[summary.worst].error)) summary.worst = i;
+    first = false;
+  }
+  if (!errors.empty()) {
+    std::sort(errors.begin(), errors.end());
+    const std::size_t m = errors.size() / 2;
+    summary.median_abs_error = errors.size() % 2 ? errors[m] : 0.5 * (errors[m - 1] + errors[m]);
+  }
+  return summary;
+}
+
 // The experiment on `executor`, or simulated only when it is null.
 ValidationReport validation_rows(Executor* executor, const topo::Topology& topology,
                                  const ValidationOptions& options, const std::string& topology_file,
@@ -132,15 +151,17 @@ ValidationReport validation_rows(Executor* executor, const topo::Topology& topol
                      fmt::format("{} measured times for {} rows: the recorded run used other "
                                  "sizes or chunk counts",
                                  measured.size(), report.rows.size()));
-  std::vector<double> errors;
-  for (std::size_t i = 0; i < report.rows.size(); ++i) {
-    errors.push_back(std::abs(report.rows[i].error));
-    if (errors.back() > std::abs(report.rows[report.worst].error)) report.worst = i;
-  }
-  if (!errors.empty()) {
-    std::sort(errors.begin(), errors.end());
-    const std::size_t m = errors.size() / 2;
-    report.median_abs_error = errors.size() % 2 ? errors[m] : 0.5 * (errors[m - 1] + errors[m]);
+  const ErrorSummary all = summarise(report.rows, [](const ValidationRow&) { return true; });
+  report.median_abs_error = all.median_abs_error;
+  report.worst = all.worst;
+  for (const ValidationRow& row : report.rows) {
+    const auto seen = std::find_if(report.per_algorithm.begin(), report.per_algorithm.end(),
+                                   [&](const auto& a) { return a.first == row.algorithm; });
+    if (seen != report.per_algorithm.end()) continue;
+    report.per_algorithm.emplace_back(row.algorithm,
+                                      summarise(report.rows, [&](const ValidationRow& r) {
+                                        return r.algorithm == row.algorithm;
+                                      }));
   }
   return report;
 }

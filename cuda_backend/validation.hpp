@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_backend/calibration.hpp"
@@ -57,11 +58,19 @@ struct ValidationRow {
   std::uint32_t streams_per_device = 0;  // RunResult::streams_per_device of the measured run
 };
 
+// The error of a set of rows: the median of |error|, and the row of the largest |error|.
+struct ErrorSummary {
+  double median_abs_error = 0;
+  std::size_t worst = 0;  // index into ValidationReport::rows
+};
+
 struct ValidationReport {
   std::vector<ValidationRow> rows;
   double median_abs_error = 0;
   std::size_t worst = 0;  // index of the row with the largest |error|
   std::uint64_t wrong_elements = 0;
+  // Each algorithm's rows, in the order the algorithms first appear.
+  std::vector<std::pair<std::string, ErrorSummary>> per_algorithm;
 };
 
 // Applies a calibration to the topology for this experiment: apply_calibration, plus what the

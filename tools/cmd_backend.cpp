@@ -207,6 +207,13 @@ void validate(const ValidateOptions& o) {
         "note: tree and direct keep several transfers of a rank in flight; one device overlaps "
         "only a few copies at once (an H200: 5.5 of 12, docs/validation.md), so at small sizes "
         "their measured times are the emulation's rather than the fabric's\n");
+  if (report.per_algorithm.size() > 1)
+    for (const auto& [algorithm, summary] : report.per_algorithm) {
+      const auto& w = report.rows[summary.worst];
+      std::printf("%-6s median |error| %.1f%%; worst %+.1f%% (k=%u, %s)\n", algorithm.c_str(),
+                  100.0 * summary.median_abs_error, 100.0 * w.error, w.chunks,
+                  format_size(w.size).c_str());
+    }
   if (!report.rows.empty()) {
     const auto& w = report.rows[report.worst];
     std::printf("median |error| %.1f%%; worst %+.1f%% (%s k=%u, %s)\n",

@@ -97,6 +97,10 @@ TEST_CASE("cli: validate --algos all runs every algorithm; auto is refused", "[b
   std::getline(in, line);  // header
   while (std::getline(in, line)) algorithms += line.substr(0, line.find(',')) + " ";
   CHECK(algorithms == "ring tree rhd rd hier direct naive ");
+  // A summary line per algorithm before the overall one.
+  CHECK_THAT(r.output, Catch::Contains("\nrhd    median |error|") &&
+                           Catch::Contains("\nnaive  median |error|") &&
+                           Catch::Contains("\nmedian |error|"));
   // A name given twice runs once.
   r = run_collsim("validate --backend host --topology " + topology +
                       " --algos ring,naive,ring --sizes 16KiB --chunks 1 --reps 1 --warmup 0",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <sstream>
 
 #include "cuda_backend/host_executor.hpp"
@@ -113,6 +114,19 @@ TEST_CASE("validation: the algorithms asked for, in their order, naive once per 
   // so its one link into the switch carries three buffers (25 GB/s shared three ways) after the
   // route's 4 us; the reductions cost nothing on this topology.
   CHECK(report.rows[3].predicted == Approx(4e-6 + 3 * 65536 / 25e9).epsilon(1e-9));
+
+  // One summary per algorithm, in row order, over that algorithm's rows only.
+  REQUIRE(report.per_algorithm.size() == 3);
+  CHECK(report.per_algorithm[0].first == "tree");
+  CHECK(report.per_algorithm[1].first == "naive");
+  CHECK(report.per_algorithm[2].first == "direct");
+  const auto& tree = report.per_algorithm[0].second;
+  CHECK(tree.median_abs_error ==
+        Approx(0.5 * (std::abs(report.rows[0].error) + std::abs(report.rows[1].error))));
+  CHECK(tree.worst == (std::abs(report.rows[1].error) > std::abs(report.rows[0].error) ? 1u : 0u));
+  CHECK(report.per_algorithm[1].second.worst == 2);
+  CHECK(report.per_algorithm[1].second.median_abs_error == std::abs(report.rows[2].error));
+  CHECK(report.per_algorithm[2].second.worst >= 3);
 
   o.algorithms = {};
   CHECK_THROWS_WITH(run_validation(executor, four_ranks(), o), Catch::Contains("--algos"));
