@@ -132,6 +132,8 @@ void save_calibration(const Calibration& calibration, const std::string& path) {
 }
 
 namespace {
+// The range a topology file accepts for reduce_traffic (a ratio, docs/topology-format.md).
+constexpr double kMinReduceTraffic = 1e-6, kMaxReduceTraffic = 1e6;
 constexpr topo::json_io::Expected kCalibrationDocument = {
     "calibration",
     R"({"format": "collsim-calibration", "version": 1, "fits": {...}} (docs/calibration-format.md))",
@@ -330,6 +332,8 @@ ApplyReport apply_calibration(topo::Topology& topology, const Calibration& c,
 
   const OpFit* send = c.find("send");
   const OpFit* reduce = c.find("reduce_fp32");
+  const OpFit* reduce_fp16 = c.find("reduce_fp16");
+  const OpFit* reduce_bf16 = c.find("reduce_bf16");
   const OpFit* d2h = c.find("d2h");
   const OpFit* h2d = c.find("h2d");
   const OpFit* host = c.find("host");
@@ -349,9 +353,21 @@ ApplyReport apply_calibration(topo::Topology& topology, const Calibration& c,
           fmt::format("{}: launch_latency = {}", node.name, format_duration(node.launch_latency)));
       if (reduce->fit.beta > 0) {
         node.memory_bandwidth = std::min(3.0 / reduce->fit.beta, kMaxBandwidth);
+        node.reduce_traffic[0] = 3.0;  // the fp32 reduction is what measured the bandwidth
         report.changes.push_back(fmt::format("{}: memory_bandwidth = {}", node.name,
                                              format_bandwidth(node.memory_bandwidth)));
       }
+    }
+    // A half-precision reduction slower than the fp32 one per byte is charged more memory
+    // traffic per byte, so that alone it takes its own measured time.
+    for (const auto& [index, fit] :
+         {std::pair{std::size_t{1}, reduce_fp16}, std::pair{std::size_t{2}, reduce_bf16}}) {
+      if (!fit || !(fit->fit.beta > 0) || !(node.memory_bandwidth < kUnlimited)) continue;
+      node.reduce_traffic[index] =
+          std::clamp(fit->fit.beta * node.memory_bandwidth, kMinReduceTraffic, kMaxReduceTraffic);
+      report.changes.push_back(fmt::format("{}: reduce_traffic.{} = {:.3f}", node.name,
+                                           index == 1 ? "fp16" : "bf16",
+                                           node.reduce_traffic[index]));
     }
     if (event && empty) {
       // The "event" micro-plan is the "empty" one plus a second stream that waits for it.

@@ -92,6 +92,8 @@ struct ApplyReport {
 //   alpha           <- send.alpha            (software start-up of a transfer)
 //   launch_latency  <- reduce_fp32.alpha
 //   memory_bandwidth <- 3 / reduce_fp32.beta (the engine charges a reduce 3 bytes per byte)
+//   reduce_traffic.fp16, .bf16 <- reduce_fp16.beta, reduce_bf16.beta x memory_bandwidth
+//                     (bytes charged per byte reduced, so each dtype takes its measured time)
 //   bandwidth of the GPU's own PCIe links <- 1 / d2h.beta (outbound), 1 / h2d.beta (inbound)
 //   memcpy_bandwidth of the GPU's host CPU <- 1 / host.beta
 // Fits that are missing or unphysical (beta <= 0) leave the parameter alone; a negative alpha is

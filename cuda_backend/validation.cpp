@@ -93,6 +93,7 @@ ValidationReport validation_rows(Executor* executor, const topo::Topology& topol
     req.algorithm = v.algorithm;
     req.size = v.size;
     req.chunks = v.k;
+    req.dtype = options.dtype;
     req.ranks = ranks;
     try {
       return sched::generate(router, req);
@@ -129,6 +130,7 @@ ValidationReport validation_rows(Executor* executor, const topo::Topology& topol
     const sched::Plan plan = plan_of(v);
     ValidationRow row;
     row.algorithm = std::string(sched::to_string(v.algorithm));
+    row.dtype = std::string(sched::to_string(options.dtype));
     row.chunks = v.k;
     row.size = v.size;
     if (executor) {
@@ -194,10 +196,11 @@ ValidationReport predict_validation(const topo::Topology& topology,
 
 void write_validation_csv(const ValidationReport& report, std::ostream& out) {
   out << "algorithm,chunks,size_bytes,measured_s,predicted_s,error,wrong_elements,"
-         "checked_elements\n";
+         "checked_elements,dtype\n";
   for (const auto& r : report.rows)
-    out << fmt::format("{},{},{},{:.9g},{:.9g},{:.6f},{},{}\n", r.algorithm, r.chunks, r.size,
-                       r.measured, r.predicted, r.error, r.wrong_elements, r.checked_elements);
+    out << fmt::format("{},{},{},{:.9g},{:.9g},{:.6f},{},{},{}\n", r.algorithm, r.chunks, r.size,
+                       r.measured, r.predicted, r.error, r.wrong_elements, r.checked_elements,
+                       r.dtype);
 }
 
 }  // namespace collsim::backend

@@ -26,6 +26,7 @@ struct ValidationOptions {
   // Rows per size follow this order: naive once (one monolithic step, so k does not apply), every
   // other algorithm at every k of `chunks`.
   std::vector<sched::Algorithm> algorithms = {sched::Algorithm::naive, sched::Algorithm::ring};
+  sched::DType dtype = sched::DType::fp32;  // of every row
   std::uint32_t warmup = 1;
   std::uint32_t repetitions = 3;
   // Make every transfer wait its route's latency + bytes / bottleneck bandwidth, so that the
@@ -48,6 +49,7 @@ struct ValidationOptions {
 
 struct ValidationRow {
   std::string algorithm;  // sched::to_string of the algorithm
+  std::string dtype = "fp32";
   std::uint32_t chunks = 1;
   Bytes size = 0;
   double measured = 0;   // median over repetitions, seconds

@@ -3,9 +3,10 @@
 //
 // They describe a uniform machine: every pair of GPUs joined by its own link of bandwidth b and
 // latency l, every transfer paying the sender's start-up alpha, a reduction of m bytes costing
-// launch + 3m / memory_bandwidth and a device copy 2m / memory_bandwidth. On such a topology the
-// engine's time for the generated plan equals the closed form to rounding (tests/model). The
-// forms assume the size divides evenly into p * k elements; otherwise they use the mean piece.
+// launch + 3m / memory_bandwidth (another traffic per byte than 3 where the dtype's kernel is
+// slower than memory) and a device copy 2m / memory_bandwidth. On such a topology the engine's
+// time for the generated plan equals the closed form to rounding (tests/model). The forms
+// assume the size divides evenly into p * k elements; otherwise they use the mean piece.
 #include "schedules/generate.hpp"
 #include "topology/units.hpp"
 
@@ -17,9 +18,11 @@ struct UniformCosts {
   double bandwidth = kUnlimited;         // bytes/s, per direction of every link
   double launch = 0;                     // s, reduction kernel launch latency
   double memory_bandwidth = kUnlimited;  // bytes/s, GPU memory (reductions, device copies)
+  // Bytes of memory traffic per byte reduced for the request's dtype (topo::Node::reduce_traffic).
+  double reduce_traffic = 3;
 
   double transfer(double bytes) const { return alpha + latency + bytes / bandwidth; }
-  double reduce(double bytes) const { return launch + 3 * bytes / memory_bandwidth; }
+  double reduce(double bytes) const { return launch + reduce_traffic * bytes / memory_bandwidth; }
   double device_copy(double bytes) const { return 2 * bytes / memory_bandwidth; }
 };
 

@@ -302,7 +302,7 @@ class Engine {
   // Each rank's GPU's alpha, launch and event latency, and memory resource: topology nodes are
   // large records spread over the whole machine, one cache miss per transfer when read in the
   // hot loop.
-  std::vector<double> rank_alpha_, rank_launch_, rank_event_;
+  std::vector<double> rank_alpha_, rank_launch_, rank_event_, rank_reduce_traffic_;
   std::vector<ResourceId> rank_memory_;
   bool event_latency_ = false;  // some rank's is non-zero
   // A streamed run on GPUs with an event latency: a batch's op may wait, across streams, for an
@@ -852,8 +852,9 @@ void Engine::ready(OpId op) {
         if (observer_) observer_->on_op_start(op, now_, now_);
       }
       const FlowId f = new_flow(Owner::reduce, op, bytes_of(op));
-      // Two operands read and one result written: every byte crosses memory three times.
-      use(f, rank_memory_[rank], 3.0);
+      // Two operands read and one result written: every byte crosses memory three times, or
+      // more for a kernel slower than memory (topo::Node::reduce_traffic).
+      use(f, rank_memory_[rank], rank_reduce_traffic_[rank]);
       launch(f, rank_launch_[rank]);
       return;
     }
@@ -1143,12 +1144,14 @@ void Engine::setup() {
   rank_alpha_.resize(plan_.num_ranks());
   rank_launch_.resize(plan_.num_ranks());
   rank_event_.resize(plan_.num_ranks());
+  rank_reduce_traffic_.resize(plan_.num_ranks());
   rank_memory_.resize(plan_.num_ranks());
   for (RankId r = 0; r < plan_.num_ranks(); ++r) {
     const topo::Node& gpu = topo_.node(plan_.rank_gpu[r]);
     rank_alpha_[r] = gpu.alpha;
     rank_launch_[r] = gpu.launch_latency;
     rank_event_[r] = gpu.event_latency;
+    rank_reduce_traffic_[r] = gpu.reduce_traffic.at(static_cast<std::size_t>(plan_.dtype));
     event_latency_ |= gpu.event_latency > 0;
     longest_event_latency_ = std::max(longest_event_latency_, gpu.event_latency);
     if (gpu.memory_owner != topo::kNoNode &&

@@ -46,6 +46,7 @@ Rotation::Rotation(const topo::Router& router, const sched::Plan& plan, const Re
     if (a.alpha != b.alpha) differ("alpha");
     if (a.launch_latency != b.launch_latency) differ("launch latency");
     if (a.event_latency != b.event_latency) differ("event latency");
+    if (a.reduce_traffic != b.reduce_traffic) differ("reduce traffic");
     const NodeId ma = a.memory_owner != topo::kNoNode ? a.memory_owner : ga;
     const NodeId mb = b.memory_owner != topo::kNoNode ? b.memory_owner : gb;
     maps_to(map_.memory(ma), map_.memory(mb));

@@ -47,6 +47,7 @@ struct ValidateOptions {
   std::string sizes = "1MiB,4MiB,16MiB,114356512";
   std::string chunks = "1,2,4,8,16";
   std::string algos = "naive,ring";
+  std::string dtype = "fp32";
   std::uint32_t ranks = 4;
   std::uint32_t reps = 3;
   std::uint32_t warmup = 1;
@@ -150,6 +151,7 @@ void validate(const ValidateOptions& o) {
   vo.sizes = parse_size_list(o.sizes, "--sizes");
   vo.chunks = parse_count_list(o.chunks, "--chunks");
   vo.algorithms = validation_algorithms(o.algos);
+  vo.dtype = parse_dtype(o.dtype, "--dtype");
   vo.ranks = o.ranks;
   vo.repetitions = o.reps;
   vo.warmup = o.warmup;
@@ -176,9 +178,10 @@ void validate(const ValidateOptions& o) {
     std::printf(
         "note: the host backend runs on this CPU with threads and memcpy; its timings "
         "are what this machine gives and say little about a GPU\n");
-  std::printf("validating on %s: %u virtual ranks of %s, calibration %s, synthetic links %s\n",
+  std::printf("validating on %s: %u virtual ranks of %s, %s, calibration %s, synthetic links %s\n",
               executor->device().name.c_str(), vo.ranks, o.topology.c_str(),
-              calibration_note.c_str(), vo.inject_links ? "on" : "off");
+              std::string(sched::to_string(vo.dtype)).c_str(), calibration_note.c_str(),
+              vo.inject_links ? "on" : "off");
   const auto report = backend::run_validation(*executor, topology, vo, o.topology);
   std::printf("%-6s %3s %14s %12s %12s %9s %7s\n", "algo", "k", "size", "measured", "predicted",
               "error", "#wrong");
@@ -226,7 +229,12 @@ void validate(const ValidateOptions& o) {
     backend::write_validation_csv(report, out);
     std::printf("wrote %s\n", o.out.c_str());
   }
-  if (executor->device().backend == "cuda") nccl_ground_truth(topology, vo, o);
+  if (executor->device().backend == "cuda") {
+    if (vo.dtype == sched::DType::fp32)
+      nccl_ground_truth(topology, vo, o);
+    else
+      std::printf("note: no NCCL ground truth: it is timed in fp32 only\n");
+  }
   if (report.wrong_elements > 0)
     throw CheckFailed(
         fmt::format("{} wrong output elements: the executed plans did not compute "
@@ -276,6 +284,10 @@ void add_backend_commands(CLI::App& app) {
   val->add_option("--algos", vo->algos,
                   "Allreduce algorithms to run, or all; naive runs once per size, the others at "
                   "every k of --chunks")
+      ->capture_default_str();
+  val->add_option("--dtype", vo->dtype,
+                  "Element type of every row: fp32, fp16 or bf16 (a calibration's reduce_fp16 "
+                  "and reduce_bf16 fits set what their reductions cost)")
       ->capture_default_str();
   val->add_option("--ranks", vo->ranks, "Virtual ranks")->capture_default_str();
   val->add_option("--reps", vo->reps, "Timed repetitions per row (the median is reported)")

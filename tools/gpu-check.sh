@@ -155,6 +155,19 @@ if [ -s "$out/calibration.json" ]; then
     fi
   done
 fi
+# Half precision: the calibration's reduce_bf16 fit sets what a bf16 reduction costs.
+if [ -s "$out/calibration.json" ]; then
+  say "validate bf16, ring and naive on one-gpu-4ranks-mesh (calibrated)"
+  if timeout 120 "$collsim" validate --backend cuda --topology "$out/one-gpu-4ranks-mesh.json" \
+    --dtype bf16 --calibration "$out/calibration.json" \
+    --out "$out/validation-bf16-mesh.csv" >"$out/validate-bf16-mesh.log" 2>&1; then
+    grep -v "^note: no NCCL" "$out/validate-bf16-mesh.log" >>"$summary"
+  else
+    status=1
+    say "FAILED: validate bf16"
+    tail -30 "$out/validate-bf16-mesh.log" | tee -a "$summary"
+  fi
+fi
 say "validate (topology parameters only, no calibration)"
 if timeout 100 "$collsim" validate --backend cuda --topology "$topology" \
   --out "$out/validation-uncalibrated.csv" >"$out/validate-uncalibrated.log" 2>&1; then

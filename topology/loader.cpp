@@ -112,10 +112,11 @@ bool read_nodes(const json& entry, const std::string& ptr, DiagnosticSink& sink,
   if (!r.ok()) return false;
   if (in_template)
     r.check_keys({"name", "kind", "count", "model", "memory_bandwidth", "copy_engines", "alpha",
-                  "launch_latency", "event_latency", "memcpy_bandwidth"});
+                  "launch_latency", "event_latency", "reduce_traffic", "memcpy_bandwidth"});
   else
     r.check_keys({"name", "kind", "count", "server", "rack", "model", "memory_bandwidth",
-                  "copy_engines", "alpha", "launch_latency", "event_latency", "memcpy_bandwidth"});
+                  "copy_engines", "alpha", "launch_latency", "event_latency", "reduce_traffic",
+                  "memcpy_bandwidth"});
   if (in_template)
     for (std::string_view key : {"server", "rack"})
       if (r.has(key))
@@ -141,8 +142,8 @@ bool read_nodes(const json& entry, const std::string& ptr, DiagnosticSink& sink,
                              to_string(k), to_string(*kind)));
     return false;
   };
-  for (std::string_view key :
-       {"memory_bandwidth", "copy_engines", "alpha", "launch_latency", "event_latency"})
+  for (std::string_view key : {"memory_bandwidth", "copy_engines", "alpha", "launch_latency",
+                               "event_latency", "reduce_traffic"})
     ok &= only_on(key, NodeKind::gpu);
   ok &= only_on("memcpy_bandwidth", NodeKind::cpu);
   const auto get_bw = [&](std::string_view key, double& field) {
@@ -164,6 +165,23 @@ bool read_nodes(const json& entry, const std::string& ptr, DiagnosticSink& sink,
   get_time("alpha", proto.alpha);
   get_time("launch_latency", proto.launch_latency);
   get_time("event_latency", proto.event_latency);
+  if (const json* traffic = r.get("reduce_traffic")) {
+    const ObjectReader t(*traffic, r.ptr("reduce_traffic"), r.sink(),
+                         "an object of bytes of memory traffic per byte reduced, by element type");
+    if (t.ok()) {
+      t.check_keys({"fp32", "fp16", "bf16"});
+      const std::string_view types[] = {"fp32", "fp16", "bf16"};
+      for (std::size_t i = 0; i < proto.reduce_traffic.size(); ++i)
+        if (t.has(types[i])) {
+          if (auto v = t.ratio(types[i]))
+            proto.reduce_traffic[i] = *v;
+          else
+            ok = false;
+        }
+    } else {
+      ok = false;
+    }
+  }
   if (r.has("copy_engines")) {
     if (auto v = r.integer("copy_engines", 1, 1024))
       proto.copy_engines = static_cast<std::uint32_t>(*v);

@@ -8,6 +8,7 @@
 // Every cost parameter is optional. An absent one costs nothing (kUnlimited bandwidth, zero
 // latency, unlimited copy engines), so a bare file is an exact twin of a textbook alpha-beta
 // model. Realistic values live in configs/ and in calibration files, never in code.
+#include <array>
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
 #include <memory>
@@ -48,6 +49,10 @@ struct Node {
   std::uint32_t copy_engines = 0;        // concurrent copies; 0 means unlimited
   double alpha = 0;                      // seconds of software start-up per transfer sent
   double launch_latency = 0;             // seconds per kernel launch (reductions)
+  // Bytes of memory traffic a reduction is charged per byte it reduces, by element type in the
+  // order of sched::DType (fp32, fp16, bf16): 3 for a kernel at memory speed (two operands read,
+  // one result written), more for one slower than memory (calibrated from its reduce_* fit).
+  std::array<double, 3> reduce_traffic = {3, 3, 3};
   // Seconds for one stream to see another's work finish (an event recorded there and waited on
   // here): paid by every edge of a plan whose two ends run on different streams.
   double event_latency = 0;

@@ -5,7 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda_backend/host_executor.hpp"
+#include "schedules/generate.hpp"
+#include "sim/engine.hpp"
 #include "topology/error.hpp"
+#include "topology/routing.hpp"
 
 using namespace collsim;
 using namespace collsim::backend;
@@ -165,4 +168,33 @@ TEST_CASE("calibration: the host backend runs every micro-plan", "[backend][cali
   // What calibrate writes, the loader accepts.
   const auto back = parse_calibration(to_json(c).dump(), "host.json");
   CHECK(back.fits.size() == 13);
+}
+
+TEST_CASE("calibration: a half-precision reduction slower than fp32 is charged more traffic",
+          "[backend][calibration]") {
+  auto c = synthetic("T4");
+  add_line(c, "reduce_bf16", 3e-6, 3.0 / 200e9);  // two thirds of the fp32 payload rate
+  fit_points(c);
+  auto t = small_box();
+  const auto report = apply_calibration(t, c);
+  const auto& g0 = t.node(t.find("gpu0"));
+  CHECK(g0.memory_bandwidth == Approx(300e9));
+  CHECK(g0.reduce_traffic[0] == 3.0);
+  CHECK(g0.reduce_traffic[1] == 3.0);  // no fp16 fit: as the topology had it
+  CHECK(g0.reduce_traffic[2] == Approx(4.5));
+  CHECK(std::count_if(report.changes.begin(), report.changes.end(), [](const std::string& s) {
+          return s.find("reduce_traffic.bf16 = 4.500") != std::string::npos;
+        }) == 2);
+
+  // The ring allreduce on two ranks reduces one half of the buffer once per rank, at once on
+  // separate GPUs: bf16 takes 1.5 times the fp32 reduction's drain, the rest is the same.
+  const topo::Router router(t);
+  sched::PlanRequest req;
+  req.algorithm = sched::Algorithm::ring;
+  req.size = Bytes{64} << 20;
+  const double fp32 = sim::simulate(router, req).time;
+  req.dtype = sched::DType::bf16;
+  const double bf16 = sim::simulate(router, req).time;
+  const double half = static_cast<double>(req.size) / 2;
+  CHECK(bf16 - fp32 == Approx((4.5 - 3.0) * half / 300e9).epsilon(1e-9));
 }

@@ -121,6 +121,30 @@ TEST_CASE("cli: validate --algos all runs every algorithm; auto is refused", "[b
   CHECK_THAT(r.output, Catch::Contains("did you mean \"ring\""));
 }
 
+TEST_CASE("cli: validate --dtype runs every row in that type", "[backend][cli]") {
+  REQUIRE(std::filesystem::exists(COLLSIM_BINARY));
+  const auto dir = scratch_dir("validate-dtype");
+  const auto csv = dir / "validation.csv";
+  auto r = run_collsim(
+      "validate --backend host --dtype bf16 --sizes 16KiB --chunks 1 --reps 1 "
+      "--warmup 0 --out " +
+          csv.string(),
+      dir);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("virtual ranks of configs/one-gpu-4ranks.json, bf16,"));
+  std::ifstream in(csv);
+  std::string line;
+  std::getline(in, line);
+  CHECK(line.substr(line.rfind(',') + 1) == "dtype");
+  int rows = 0;
+  for (; std::getline(in, line); ++rows) CHECK(line.substr(line.rfind(',') + 1) == "bf16");
+  CHECK(rows == 2);
+  r = run_collsim("validate --backend host --dtype int8", dir);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Catch::Contains("--dtype") && Catch::Contains("bf16"));
+}
+
 TEST_CASE("cli: backend errors are usage errors with a way out", "[backend][cli]") {
   REQUIRE(std::filesystem::exists(COLLSIM_BINARY));
   const auto dir = scratch_dir("errors");

@@ -92,6 +92,36 @@ TEST_CASE("validation: rows, predictions and CSV on the host backend", "[backend
   CHECK(std::count(text.begin(), text.end(), '\n') == 7);
 }
 
+TEST_CASE("validation: bf16 rows run bf16 plans and predict their reductions' traffic",
+          "[backend][validation]") {
+  HostExecutor executor;
+  ValidationOptions o;
+  o.sizes = {64 * 1024};
+  o.chunks = {1};
+  o.repetitions = 1;
+  o.warmup = 0;
+  o.devices = 1;
+  o.dtype = sched::DType::bf16;
+  auto t = four_ranks();
+  for (auto gpu : t.gpus()) {
+    t.node(gpu).memory_bandwidth = 300e9;
+    t.node(gpu).reduce_traffic = {3.0, 3.0, 4.5};
+  }
+  const auto report = run_validation(executor, t, o);
+  REQUIRE(report.rows.size() == 2);
+  CHECK(report.wrong_elements == 0);
+  for (const auto& r : report.rows) {
+    CHECK(r.dtype == "bf16");
+    CHECK(r.checked_elements == 4 * r.size / 2);
+  }
+  // As the fp32 ring above on a shared 300 GB/s memory, with 4.5 bytes of traffic per byte.
+  CHECK(report.rows[1].predicted ==
+        Approx(6 * (4e-6 + 16384 / 25e9) + 3 * 4.5 * 16384 / 75e9).epsilon(1e-9));
+  std::ostringstream csv;
+  write_validation_csv(report, csv);
+  CHECK(csv.str().find(",bf16\n") != std::string::npos);
+}
+
 TEST_CASE("validation: the algorithms asked for, in their order, naive once per size",
           "[backend][validation]") {
   HostExecutor executor;

@@ -3,6 +3,7 @@
 // form is algebra over the schedule's shape, the engine simulates flows on routes.
 #include "schedules/closed_form.hpp"
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <memory>
 
@@ -29,8 +30,12 @@ const Case kCases[] = {
     {"bandwidth only", {0, 0, 25e9, 0, kUnlimited}},
 };
 
-double simulated(const PlanRequest& req, RankId p, const UniformCosts& c) {
+// `traffic`: each GPU's reduce_traffic by dtype; empty: the default, 3 for every dtype.
+double simulated(const PlanRequest& req, RankId p, const UniformCosts& c,
+                 const std::array<double, 3>* traffic = nullptr) {
   topo::Topology t = test::uniform_gpus(p, c);
+  if (traffic)
+    for (topo::NodeId n = 0; n < t.num_nodes(); ++n) t.node(n).reduce_traffic = *traffic;
   Plan plan;
   {
     topo::finalize(t);
@@ -90,6 +95,30 @@ TEST_CASE("engine equals the closed form at large rank counts", "[model]") {
   check(Algorithm::ring, Collective::reduce_scatter, 300, 2, Bytes{300} * 2 * 4);
   check(Algorithm::tree, Collective::broadcast, 1023, 64, Bytes{1023} * 64 * 4);
   check(Algorithm::direct, Collective::allreduce, 64, 8, Bytes{64} * 8 * 4 * 8);
+}
+
+// A reduction kernel slower than memory for half-precision types: each GPU charges its own
+// traffic per byte for the plan's dtype, and the closed form with that traffic agrees.
+TEST_CASE("engine equals the closed form with a reduce traffic per dtype", "[model]") {
+  const std::array<double, 3> traffic = {3.0, 4.5, 5.25};  // fp32, fp16, bf16
+  const UniformCosts reduce_bound = kCases[1].costs;
+  for (DType dtype : {DType::fp32, DType::fp16, DType::bf16})
+    for (Algorithm a : algorithms_for(Collective::allreduce, 8)) {
+      if (a == Algorithm::hier) continue;
+      PlanRequest req;
+      req.algorithm = a;
+      req.chunks = a == Algorithm::naive ? 1 : 3;
+      req.dtype = dtype;
+      req.size = Bytes{8} * 3 * 4 * 64;
+      if (!why_not(req, 8).empty()) continue;
+      UniformCosts costs = reduce_bound;
+      costs.reduce_traffic = traffic.at(static_cast<std::size_t>(dtype));
+      INFO(to_string(a) << " " << to_string(dtype));
+      const double got = simulated(req, 8, reduce_bound, &traffic);
+      CHECK(got == Approx(closed_form(req, 8, costs)).epsilon(1e-9));
+      // Reductions take time on this machine, so the traffic shows in the result.
+      if (dtype != DType::fp32) CHECK(got > closed_form(req, 8, reduce_bound) * (1 + 1e-6));
+    }
 }
 
 // Two million transfers: one machine only, to keep the test near two seconds.

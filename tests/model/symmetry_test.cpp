@@ -187,6 +187,16 @@ TEST_CASE("a rotation that does not map the run onto itself is refused, with the
     const topo::Router router(h);
     CHECK(check_same_run(router, request(Algorithm::ring, Collective::allreduce, 6 * MiB, 1)) == 0);
   }
+  SECTION("one GPU whose bf16 reductions cost more than its peers'") {
+    topo::Topology slow = t;
+    slow.node(slow.gpus()[3]).reduce_traffic[2] = 4.5;
+    const topo::Router router(slow);
+    PlanRequest req = request(Algorithm::ring, Collective::allreduce, 2 * MiB, 1);
+    req.dtype = DType::bf16;
+    const sim::Result r = sim::simulate(router, req, symmetric());
+    CHECK(r.rotation == 0);
+    CHECK(r.symmetry_refused.find("reduce traffic") != std::string::npos);
+  }
   SECTION("a rotated plan run on a topology it does not fit") {
     const topo::Router router(t);  // ECMP off, but rotating by one server crosses leaf groups
     PlanRequest req = request(Algorithm::ring, Collective::allreduce, 2 * MiB, 1);

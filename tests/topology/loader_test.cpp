@@ -1,5 +1,6 @@
 #include "topology/loader.hpp"
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -153,6 +154,25 @@ TEST_CASE("quantities need units and valid ranges") {
                   {"from 1 to 1024"}));
   CHECK(has_error(errors_of(two_gpus(R"(, "alpha": "fast")")), "/nodes/0/alpha",
                   {"expected a duration"}));
+}
+
+TEST_CASE("reduce traffic by element type") {
+  const Topology t =
+      parse_topology(two_gpus(R"(, "reduce_traffic": {"bf16": 4.5, "fp16": "9:2"})"), "t.json");
+  CHECK(t.node(t.find("g0")).reduce_traffic == std::array<double, 3>{3, 4.5, 4.5});
+  CHECK(t.node(t.find("g1")).reduce_traffic == std::array<double, 3>{3, 3, 3});  // the default
+  CHECK(has_error(errors_of(two_gpus(R"(, "reduce_traffic": {"bfloat16": 4.5})")),
+                  "/nodes/0/reduce_traffic/bfloat16", {"known keys: fp32, fp16, bf16"}));
+  CHECK(has_error(errors_of(two_gpus(R"(, "reduce_traffic": {"fp32": 0})")),
+                  "/nodes/0/reduce_traffic/fp32", {"positive"}));
+  CHECK(has_error(errors_of(two_gpus(R"(, "reduce_traffic": 4.5)")), "/nodes/0/reduce_traffic",
+                  {"expected an object of bytes of memory traffic per byte reduced"}));
+  const auto ds = errors_of(
+      R"({"nodes": [{"name": "g0", "kind": "gpu"}, {"name": "s", "kind": "switch", "reduce_traffic": {"fp32": 3}},
+      {"name": "g1", "kind": "gpu"}], "links": [{"from": "g0", "to": "s", "kind": "network"},
+      {"from": "s", "to": "g1", "kind": "network"}]})");
+  INFO(dump(ds));
+  CHECK(has_error(ds, "/nodes/1/reduce_traffic", {"applies to gpu nodes only"}));
 }
 
 TEST_CASE("parameters only on the kinds they belong to") {
