@@ -48,6 +48,19 @@ ValidationReport validation_rows(Executor* executor, const topo::Topology& topol
   if (options.algorithms.empty())
     throw InputError("", "--algos", "no algorithm to validate; name at least one, e.g. ring");
   if (options.devices == 0) throw InternalError("validation on 0 devices");
+  const auto implemented = sched::algorithms_for(options.collective, options.ranks);
+  for (sched::Algorithm a : options.algorithms)
+    if (std::find(implemented.begin(), implemented.end(), a) == implemented.end()) {
+      std::string names;
+      for (sched::Algorithm i : implemented) {
+        if (!names.empty()) names += ',';
+        names += sched::to_string(i);
+      }
+      throw InputError(
+          "", "--algos",
+          fmt::format("{} does not implement {}; algorithms that do: {} (or give all)",
+                      sched::to_string(a), sched::to_string(options.collective), names));
+    }
   topo::Topology model = topology;
   std::vector<topo::NodeId> ranks(model.gpus().begin(), model.gpus().begin() + options.ranks);
   for (std::uint32_t r = options.devices; r < options.ranks; ++r)
@@ -89,7 +102,7 @@ ValidationReport validation_rows(Executor* executor, const topo::Topology& topol
     }
   auto plan_of = [&](const Variant& v) {
     sched::PlanRequest req;
-    req.collective = sched::Collective::allreduce;
+    req.collective = options.collective;
     req.algorithm = v.algorithm;
     req.size = v.size;
     req.chunks = v.k;
@@ -131,10 +144,11 @@ ValidationReport validation_rows(Executor* executor, const topo::Topology& topol
     ValidationRow row;
     row.algorithm = std::string(sched::to_string(v.algorithm));
     row.dtype = std::string(sched::to_string(options.dtype));
+    row.collective = std::string(sched::to_string(options.collective));
     row.chunks = v.k;
     row.size = v.size;
     if (executor) {
-      run.label = fmt::format("{} allreduce k={} size={}", row.algorithm, v.k, v.size);
+      run.label = fmt::format("{} {} k={} size={}", row.algorithm, row.collective, v.k, v.size);
       const RunResult result = executor->run(plan, run);
       row.measured = result.median();
       row.wrong_elements = result.wrong_elements;
@@ -196,11 +210,11 @@ ValidationReport predict_validation(const topo::Topology& topology,
 
 void write_validation_csv(const ValidationReport& report, std::ostream& out) {
   out << "algorithm,chunks,size_bytes,measured_s,predicted_s,error,wrong_elements,"
-         "checked_elements,dtype\n";
+         "checked_elements,dtype,collective\n";
   for (const auto& r : report.rows)
-    out << fmt::format("{},{},{},{:.9g},{:.9g},{:.6f},{},{},{}\n", r.algorithm, r.chunks, r.size,
+    out << fmt::format("{},{},{},{:.9g},{:.9g},{:.6f},{},{},{},{}\n", r.algorithm, r.chunks, r.size,
                        r.measured, r.predicted, r.error, r.wrong_elements, r.checked_elements,
-                       r.dtype);
+                       r.dtype, r.collective);
 }
 
 }  // namespace collsim::backend

@@ -1,7 +1,7 @@
 #pragma once
-// `collsim validate`: run allreduce plans (naive and the pipelined ring by default, any generated
-// algorithm on request) on a device, simulate the same plans on the (calibrated) topology, and
-// compare end-to-end times row by row.
+// `collsim validate`: run collective plans (allreduce by naive and the pipelined ring by default,
+// any generated algorithm and collective on request) on a device, simulate the same plans on the
+// (calibrated) topology, and compare end-to-end times row by row.
 #include <cstdint>
 #include <iosfwd>
 #include <string>
@@ -27,6 +27,7 @@ struct ValidationOptions {
   // other algorithm at every k of `chunks`.
   std::vector<sched::Algorithm> algorithms = {sched::Algorithm::naive, sched::Algorithm::ring};
   sched::DType dtype = sched::DType::fp32;  // of every row
+  sched::Collective collective = sched::Collective::allreduce;  // of every row
   std::uint32_t warmup = 1;
   std::uint32_t repetitions = 3;
   // Make every transfer wait its route's latency + bytes / bottleneck bandwidth, so that the
@@ -50,6 +51,7 @@ struct ValidationOptions {
 struct ValidationRow {
   std::string algorithm;  // sched::to_string of the algorithm
   std::string dtype = "fp32";
+  std::string collective = "allreduce";
   std::uint32_t chunks = 1;
   Bytes size = 0;
   double measured = 0;   // median over repetitions, seconds

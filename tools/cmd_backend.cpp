@@ -1,5 +1,5 @@
 // collsim calibrate: time micro-plans on a device and fit alpha and beta per op kind.
-// collsim validate: run ring allreduce plans on a device and compare with the simulator.
+// collsim validate: run collective plans on a device and compare with the simulator.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -48,6 +48,7 @@ struct ValidateOptions {
   std::string chunks = "1,2,4,8,16";
   std::string algos = "naive,ring";
   std::string dtype = "fp32";
+  std::string collective = "allreduce";
   std::uint32_t ranks = 4;
   std::uint32_t reps = 3;
   std::uint32_t warmup = 1;
@@ -131,10 +132,12 @@ void nccl_ground_truth(const topo::Topology& topology, const backend::Validation
   }
 }
 
-// "all", or named algorithms: every row is a plan that runs, so "auto" (a search) is no choice.
-std::vector<sched::Algorithm> validation_algorithms(const std::string& text) {
-  const auto all = all_algorithms();
-  if (text == "all") return {all.begin(), all.end()};
+// "all" (those that implement the collective), or named algorithms: every row is a plan that
+// runs, so "auto" (a search) is no choice.
+std::vector<sched::Algorithm> validation_algorithms(const std::string& text,
+                                                    sched::Collective collective,
+                                                    std::uint32_t ranks) {
+  if (text == "all") return sched::algorithms_for(collective, ranks);
   std::vector<sched::Algorithm> out;
   for (const AlgoChoice& a : parse_algo_list(text, "--algos")) {
     if (!a)
@@ -150,7 +153,8 @@ void validate(const ValidateOptions& o) {
   backend::ValidationOptions vo;
   vo.sizes = parse_size_list(o.sizes, "--sizes");
   vo.chunks = parse_count_list(o.chunks, "--chunks");
-  vo.algorithms = validation_algorithms(o.algos);
+  vo.collective = parse_collective(o.collective, "--collective");
+  vo.algorithms = validation_algorithms(o.algos, vo.collective, o.ranks);
   vo.dtype = parse_dtype(o.dtype, "--dtype");
   vo.ranks = o.ranks;
   vo.repetitions = o.reps;
@@ -178,10 +182,11 @@ void validate(const ValidateOptions& o) {
     std::printf(
         "note: the host backend runs on this CPU with threads and memcpy; its timings "
         "are what this machine gives and say little about a GPU\n");
-  std::printf("validating on %s: %u virtual ranks of %s, %s, calibration %s, synthetic links %s\n",
-              executor->device().name.c_str(), vo.ranks, o.topology.c_str(),
-              std::string(sched::to_string(vo.dtype)).c_str(), calibration_note.c_str(),
-              vo.inject_links ? "on" : "off");
+  std::printf(
+      "validating %s on %s: %u virtual ranks of %s, %s, calibration %s, synthetic links %s\n",
+      std::string(sched::to_string(vo.collective)).c_str(), executor->device().name.c_str(),
+      vo.ranks, o.topology.c_str(), std::string(sched::to_string(vo.dtype)).c_str(),
+      calibration_note.c_str(), vo.inject_links ? "on" : "off");
   const auto report = backend::run_validation(*executor, topology, vo, o.topology);
   std::printf("%-6s %3s %14s %12s %12s %9s %7s\n", "algo", "k", "size", "measured", "predicted",
               "error", "#wrong");
@@ -230,16 +235,16 @@ void validate(const ValidateOptions& o) {
     std::printf("wrote %s\n", o.out.c_str());
   }
   if (executor->device().backend == "cuda") {
-    if (vo.dtype == sched::DType::fp32)
+    if (vo.dtype == sched::DType::fp32 && vo.collective == sched::Collective::allreduce)
       nccl_ground_truth(topology, vo, o);
     else
-      std::printf("note: no NCCL ground truth: it is timed in fp32 only\n");
+      std::printf("note: no NCCL ground truth: it is timed for fp32 allreduce only\n");
   }
   if (report.wrong_elements > 0)
     throw CheckFailed(
         fmt::format("{} wrong output elements: the executed plans did not compute "
-                    "the allreduce",
-                    report.wrong_elements));
+                    "the {}",
+                    report.wrong_elements, sched::to_string(vo.collective)));
 }
 
 }  // namespace
@@ -261,8 +266,8 @@ void add_backend_commands(CLI::App& app) {
   auto vo = std::make_shared<ValidateOptions>();
   auto* val = app.add_subcommand(
       "validate",
-      "Run allreduce plans (naive and pipelined ring by default) on the device and compare "
-      "with the simulator");
+      "Run collective plans (allreduce by naive and pipelined ring by default) on the device and "
+      "compare with the simulator");
   val->add_option("--backend", vo->backend, "cuda (the local GPUs) or host (threads + memcpy)")
       ->capture_default_str();
   val->add_option("--topology", vo->topology,
@@ -277,13 +282,17 @@ void add_backend_commands(CLI::App& app) {
                   "ground-truth rows as CSV to this file");
   add_max_memory_option(*val, vo->max_memory);
   val->add_option("--sizes", vo->sizes,
-                  "Allreduce sizes (default 1 MiB .. ConvNeXt-Tiny gradients, 114,356,512 bytes)")
+                  "Buffer sizes (default 1 MiB .. ConvNeXt-Tiny gradients, 114,356,512 bytes)")
       ->capture_default_str();
   val->add_option("--chunks", vo->chunks, "Chunk counts k of every algorithm but naive")
       ->capture_default_str();
   val->add_option("--algos", vo->algos,
-                  "Allreduce algorithms to run, or all; naive runs once per size, the others at "
-                  "every k of --chunks")
+                  "Algorithms to run, or all (those that implement --collective); naive runs once "
+                  "per size, the others at every k of --chunks")
+      ->capture_default_str();
+  val->add_option("--collective", vo->collective,
+                  "Collective of every row: allreduce, reduce_scatter, allgather, broadcast, "
+                  "reduce or alltoall (root 0)")
       ->capture_default_str();
   val->add_option("--dtype", vo->dtype,
                   "Element type of every row: fp32, fp16 or bf16 (a calibration's reduce_fp16 "

@@ -168,6 +168,22 @@ if [ -s "$out/calibration.json" ]; then
     tail -30 "$out/validate-bf16-mesh.log" | tee -a "$summary"
   fi
 fi
+# Other collectives, every algorithm that implements them, on the mesh.
+if [ -s "$out/calibration.json" ]; then
+  for collective in reduce_scatter allgather broadcast; do
+    say "validate $collective, every algorithm, on one-gpu-4ranks-mesh (calibrated)"
+    if timeout 120 "$collsim" validate --backend cuda --topology "$out/one-gpu-4ranks-mesh.json" \
+      --collective "$collective" --algos all --sizes 4MiB,114356512 --chunks 1,4 \
+      --calibration "$out/calibration.json" --out "$out/validation-$collective-mesh.csv" \
+      >"$out/validate-$collective-mesh.log" 2>&1; then
+      grep -v "^note: no NCCL" "$out/validate-$collective-mesh.log" >>"$summary"
+    else
+      status=1
+      say "FAILED: validate $collective"
+      tail -30 "$out/validate-$collective-mesh.log" | tee -a "$summary"
+    fi
+  done
+fi
 say "validate (topology parameters only, no calibration)"
 if timeout 100 "$collsim" validate --backend cuda --topology "$topology" \
   --out "$out/validation-uncalibrated.csv" >"$out/validate-uncalibrated.log" 2>&1; then

@@ -121,6 +121,36 @@ TEST_CASE("cli: validate --algos all runs every algorithm; auto is refused", "[b
   CHECK_THAT(r.output, Catch::Contains("did you mean \"ring\""));
 }
 
+TEST_CASE("cli: validate --collective runs the algorithms that implement it", "[backend][cli]") {
+  REQUIRE(std::filesystem::exists(COLLSIM_BINARY));
+  const auto dir = scratch_dir("validate-collective");
+  const auto csv = dir / "validation.csv";
+  auto r = run_collsim(
+      "validate --backend host --collective broadcast --algos all --sizes 16KiB "
+      "--chunks 1 --reps 1 --warmup 0 --out " +
+          csv.string(),
+      dir);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.output, Catch::Contains("validating broadcast on"));
+  std::ifstream in(csv);
+  std::string line, algorithms;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    CHECK(line.substr(line.rfind(',') + 1) == "broadcast");
+    CHECK(line.find(",0,") != std::string::npos);  // no wrong element
+    algorithms += line.substr(0, line.find(',')) + " ";
+  }
+  CHECK(algorithms == "ring tree direct naive ");
+  r = run_collsim("validate --backend host --collective broadcast --algos rhd", dir);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Catch::Contains("rhd does not implement broadcast") &&
+                           Catch::Contains("ring,tree,direct,naive"));
+  r = run_collsim("validate --backend host --collective allgathr", dir);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Catch::Contains("allgather"));
+}
+
 TEST_CASE("cli: validate --dtype runs every row in that type", "[backend][cli]") {
   REQUIRE(std::filesystem::exists(COLLSIM_BINARY));
   const auto dir = scratch_dir("validate-dtype");
@@ -132,13 +162,16 @@ TEST_CASE("cli: validate --dtype runs every row in that type", "[backend][cli]")
       dir);
   INFO(r.output);
   CHECK(r.status == 0);
-  CHECK_THAT(r.output, Catch::Contains("virtual ranks of configs/one-gpu-4ranks.json, bf16,"));
+  CHECK_THAT(r.output, Catch::Contains("validating allreduce on") &&
+                           Catch::Contains("virtual ranks of configs/one-gpu-4ranks.json, bf16,"));
   std::ifstream in(csv);
   std::string line;
   std::getline(in, line);
-  CHECK(line.substr(line.rfind(',') + 1) == "dtype");
+  CHECK(line.find(",dtype,") != std::string::npos);
   int rows = 0;
-  for (; std::getline(in, line); ++rows) CHECK(line.substr(line.rfind(',') + 1) == "bf16");
+  CHECK(line.substr(line.rfind(',') + 1) == "collective");
+  for (; std::getline(in, line); ++rows)
+    CHECK(line.substr(line.rfind(',') - 4) == "bf16,allreduce");
   CHECK(rows == 2);
   r = run_collsim("validate --backend host --dtype int8", dir);
   CHECK(r.status == 2);

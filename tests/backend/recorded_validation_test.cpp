@@ -36,8 +36,9 @@ Recorded read_measured(const std::string& file) {
     std::vector<std::string> cells;
     std::stringstream fields(line);
     for (std::string cell; std::getline(fields, cell, ',');) cells.push_back(cell);
-    // The recorded runs up to 2026-12-04 have no dtype column; they are fp32.
-    REQUIRE((cells.size() == 8 || (cells.size() == 9 && cells[8] == "fp32")));
+    // The recorded runs up to 2026-12-04 have no dtype and collective columns: fp32 allreduce.
+    REQUIRE((cells.size() == 8 ||
+             (cells.size() == 10 && cells[8] == "fp32" && cells[9] == "allreduce")));
     r.keys.push_back(cells[0] + " " + cells[1] + " " + cells[2]);
     r.measured.push_back(std::stod(cells[3]));
   }

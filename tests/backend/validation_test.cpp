@@ -85,6 +85,16 @@ TEST_CASE("validation: rows, predictions and CSV on the host backend", "[backend
         Approx(6 * (4e-6 + 16384 / 25e9) + 9 * 16384 / 300e9).epsilon(1e-9));
   CHECK(shared_report.rows[0].predicted == Approx(own_report.rows[0].predicted).epsilon(1e-12));
 
+  // Another collective: the ring allgather takes p - 1 = 3 of those steps.
+  ValidationOptions gather = o;
+  gather.collective = sched::Collective::allgather;
+  gather.algorithms = {sched::Algorithm::ring};
+  const auto gather_report = run_validation(executor, t, gather);
+  REQUIRE(gather_report.rows.size() == 1);
+  CHECK(gather_report.rows[0].collective == "allgather");
+  CHECK(gather_report.wrong_elements == 0);
+  CHECK(gather_report.rows[0].predicted == Approx(3 * (4e-6 + 16384 / 25e9)).epsilon(1e-9));
+
   std::ostringstream csv;
   write_validation_csv(report, csv);
   const std::string text = csv.str();
@@ -119,7 +129,7 @@ TEST_CASE("validation: bf16 rows run bf16 plans and predict their reductions' tr
         Approx(6 * (4e-6 + 16384 / 25e9) + 3 * 4.5 * 16384 / 75e9).epsilon(1e-9));
   std::ostringstream csv;
   write_validation_csv(report, csv);
-  CHECK(csv.str().find(",bf16\n") != std::string::npos);
+  CHECK(csv.str().find(",bf16,allreduce\n") != std::string::npos);
 }
 
 TEST_CASE("validation: the algorithms asked for, in their order, naive once per size",
