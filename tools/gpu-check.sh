@@ -124,74 +124,46 @@ for config in one-gpu-4ranks one-gpu-4ranks-mesh; do
 done
 topology=$out/one-gpu-4ranks.json
 
-if [ -s "$out/calibration.json" ]; then
-  say "validate (calibrated)"
-  if timeout 150 "$collsim" validate --backend cuda --topology "$topology" \
-    --calibration "$out/calibration.json" --out "$out/validation.csv" \
-    --nccl-csv "$out/nccl.csv" >"$out/validate.log" 2>&1; then
-    cat "$out/validate.log" >>"$summary"
+# validate_step LABEL NAME SECONDS ARGS...: `collsim validate --backend cuda ARGS`, its log in
+# validate-NAME.log and its rows in validation-NAME.csv (no suffix for an empty NAME), the log
+# added to the summary.
+validate_step() {
+  local label=$1 suffix=${2:+-$2} limit=$3
+  shift 3
+  say "validate $label"
+  if timeout "$limit" "$collsim" validate --backend cuda "$@" \
+    --out "$out/validation$suffix.csv" >"$out/validate$suffix.log" 2>&1; then
+    grep -v "^note: no NCCL" "$out/validate$suffix.log" >>"$summary"
   else
     status=1
-    say "FAILED: validate (calibrated)"
-    tail -30 "$out/validate.log" | tee -a "$summary"
+    say "FAILED: validate $label"
+    tail -30 "$out/validate$suffix.log" | tee -a "$summary"
   fi
-fi
-# Every algorithm, on the fabric the emulation gives (a link per pair of ranks), then on the
-# switch of one-gpu-4ranks.json, where transfers to several peers at once share a rank's link in
-# the model but not on the device.
+}
+
 if [ -s "$out/calibration.json" ]; then
-  for run in "mesh one-gpu-4ranks-mesh ${ALGOS_SIZES:-1MiB,4MiB,16MiB,114356512} 1,2,4,8,16" \
-    "switch one-gpu-4ranks 4MiB,114356512 1,4"; do
-    read -r name config sizes chunks <<<"$run"
-    say "validate every algorithm on $config (calibrated)"
-    if timeout 240 "$collsim" validate --backend cuda --topology "$out/$config.json" --algos all \
-      --sizes "$sizes" --chunks "$chunks" --calibration "$out/calibration.json" \
-      --out "$out/validation-algos-$name.csv" >"$out/validate-algos-$name.log" 2>&1; then
-      grep -v "^note: no NCCL" "$out/validate-algos-$name.log" >>"$summary"
-    else
-      status=1
-      say "FAILED: validate every algorithm on $config"
-      tail -30 "$out/validate-algos-$name.log" | tee -a "$summary"
-    fi
-  done
-fi
-# Half precision: the calibration's reduce_bf16 fit sets what a bf16 reduction costs.
-if [ -s "$out/calibration.json" ]; then
-  say "validate bf16, ring and naive on one-gpu-4ranks-mesh (calibrated)"
-  if timeout 120 "$collsim" validate --backend cuda --topology "$out/one-gpu-4ranks-mesh.json" \
-    --dtype bf16 --calibration "$out/calibration.json" \
-    --out "$out/validation-bf16-mesh.csv" >"$out/validate-bf16-mesh.log" 2>&1; then
-    grep -v "^note: no NCCL" "$out/validate-bf16-mesh.log" >>"$summary"
-  else
-    status=1
-    say "FAILED: validate bf16"
-    tail -30 "$out/validate-bf16-mesh.log" | tee -a "$summary"
-  fi
-fi
-# Other collectives, every algorithm that implements them, on the mesh.
-if [ -s "$out/calibration.json" ]; then
+  calibrated=(--calibration "$out/calibration.json")
+  mesh=(--topology "$out/one-gpu-4ranks-mesh.json")
+  validate_step "(calibrated)" "" 150 --topology "$topology" "${calibrated[@]}" \
+    --nccl-csv "$out/nccl.csv"
+  # Every algorithm, on the fabric the emulation gives (a link per pair of ranks), then on the
+  # switch of one-gpu-4ranks.json, where transfers to several peers at once share a rank's link
+  # in the model but not on the device.
+  validate_step "every algorithm on the mesh (calibrated)" algos-mesh 240 "${mesh[@]}" \
+    --algos all --sizes "${ALGOS_SIZES:-1MiB,4MiB,16MiB,114356512}" --chunks 1,2,4,8,16 \
+    "${calibrated[@]}"
+  validate_step "every algorithm on the switch (calibrated)" algos-switch 240 \
+    --topology "$topology" --algos all --sizes 4MiB,114356512 --chunks 1,4 "${calibrated[@]}"
+  # Half precision: the calibration's reduce_bf16 fit sets what a bf16 reduction costs.
+  validate_step "bf16 ring and naive on the mesh (calibrated)" bf16-mesh 120 "${mesh[@]}" \
+    --dtype bf16 "${calibrated[@]}"
+  # Other collectives, every algorithm that implements them.
   for collective in reduce_scatter allgather broadcast; do
-    say "validate $collective, every algorithm, on one-gpu-4ranks-mesh (calibrated)"
-    if timeout 120 "$collsim" validate --backend cuda --topology "$out/one-gpu-4ranks-mesh.json" \
-      --collective "$collective" --algos all --sizes 4MiB,114356512 --chunks 1,4 \
-      --calibration "$out/calibration.json" --out "$out/validation-$collective-mesh.csv" \
-      >"$out/validate-$collective-mesh.log" 2>&1; then
-      grep -v "^note: no NCCL" "$out/validate-$collective-mesh.log" >>"$summary"
-    else
-      status=1
-      say "FAILED: validate $collective"
-      tail -30 "$out/validate-$collective-mesh.log" | tee -a "$summary"
-    fi
+    validate_step "$collective, every algorithm, on the mesh (calibrated)" "$collective-mesh" 120 \
+      "${mesh[@]}" --collective "$collective" --algos all --sizes 4MiB,114356512 --chunks 1,4 \
+      "${calibrated[@]}"
   done
 fi
-say "validate (topology parameters only, no calibration)"
-if timeout 100 "$collsim" validate --backend cuda --topology "$topology" \
-  --out "$out/validation-uncalibrated.csv" >"$out/validate-uncalibrated.log" 2>&1; then
-  tail -2 "$out/validate-uncalibrated.log" >>"$summary"
-else
-  status=1
-  say "FAILED: validate (uncalibrated)"
-  tail -30 "$out/validate-uncalibrated.log" | tee -a "$summary"
-fi
+validate_step "(topology parameters only, no calibration)" uncalibrated 100 --topology "$topology"
 say "finished in $(elapsed) s with status $status"
 exit $status

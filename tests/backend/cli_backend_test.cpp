@@ -1,6 +1,7 @@
 // The calibrate and validate commands end to end, through the collsim binary.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "cuda_backend/calibration.hpp"
 #include "cuda_backend/cuda_executor.hpp"
@@ -40,6 +42,39 @@ std::filesystem::path scratch_dir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
+}
+
+// `collsim validate --backend host ARGUMENTS`, one repetition per row and no warm-up, with the
+// rows it wrote as CSV split into cells (the header first).
+struct Validation {
+  Outcome outcome;
+  std::vector<std::vector<std::string>> csv;
+  // Column `name` of every row after the header, joined with spaces and ended with one.
+  std::string column(const std::string& name) const {
+    std::string out;
+    if (csv.empty()) return out;
+    const auto at =
+        static_cast<std::size_t>(std::find(csv[0].begin(), csv[0].end(), name) - csv[0].begin());
+    for (std::size_t i = 1; i < csv.size(); ++i)
+      if (at < csv[i].size()) out += csv[i][at] + " ";
+    return out;
+  }
+};
+
+Validation validate_host(const std::string& arguments, const std::filesystem::path& dir) {
+  const auto file = dir / "validation.csv";
+  std::filesystem::remove(file);
+  Validation v;
+  v.outcome = run_collsim(
+      "validate --backend host --reps 1 --warmup 0 --out " + file.string() + " " + arguments, dir);
+  std::ifstream in(file);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::stringstream fields(line);
+    for (std::string cell; std::getline(fields, cell, ',');) cells.push_back(cell);
+    v.csv.push_back(cells);
+  }
+  return v;
 }
 
 }  // namespace
@@ -84,19 +119,13 @@ TEST_CASE("cli: validate --backend host checks data and writes CSV", "[backend][
 TEST_CASE("cli: validate --algos all runs every algorithm; auto is refused", "[backend][cli]") {
   REQUIRE(std::filesystem::exists(COLLSIM_BINARY));
   const auto dir = scratch_dir("validate-algos");
-  const auto csv = dir / "validation.csv";
   const std::string topology = std::string(COLLSIM_SOURCE_DIR) + "/configs/one-gpu-4ranks.json";
-  auto r = run_collsim("validate --backend host --topology " + topology +
-                           " --algos all --sizes 16KiB --chunks 1 --reps 1 --warmup 0 --out " +
-                           csv.string(),
-                       dir);
+  const auto v =
+      validate_host("--topology " + topology + " --algos all --sizes 16KiB --chunks 1", dir);
+  auto r = v.outcome;
   INFO(r.output);
   CHECK(r.status == 0);
-  std::ifstream in(csv);
-  std::string line, algorithms;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) algorithms += line.substr(0, line.find(',')) + " ";
-  CHECK(algorithms == "ring tree rhd rd hier direct naive ");
+  CHECK(v.column("algorithm") == "ring tree rhd rd hier direct naive ");
   // A summary line per algorithm before the overall one.
   CHECK_THAT(r.output, Catch::Contains("\nrhd    median |error|") &&
                            Catch::Contains("\nnaive  median |error|") &&
@@ -124,25 +153,14 @@ TEST_CASE("cli: validate --algos all runs every algorithm; auto is refused", "[b
 TEST_CASE("cli: validate --collective runs the algorithms that implement it", "[backend][cli]") {
   REQUIRE(std::filesystem::exists(COLLSIM_BINARY));
   const auto dir = scratch_dir("validate-collective");
-  const auto csv = dir / "validation.csv";
-  auto r = run_collsim(
-      "validate --backend host --collective broadcast --algos all --sizes 16KiB "
-      "--chunks 1 --reps 1 --warmup 0 --out " +
-          csv.string(),
-      dir);
-  INFO(r.output);
-  CHECK(r.status == 0);
-  CHECK_THAT(r.output, Catch::Contains("validating broadcast on"));
-  std::ifstream in(csv);
-  std::string line, algorithms;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    CHECK(line.substr(line.rfind(',') + 1) == "broadcast");
-    CHECK(line.find(",0,") != std::string::npos);  // no wrong element
-    algorithms += line.substr(0, line.find(',')) + " ";
-  }
-  CHECK(algorithms == "ring tree direct naive ");
-  r = run_collsim("validate --backend host --collective broadcast --algos rhd", dir);
+  const auto v = validate_host("--collective broadcast --algos all --sizes 16KiB --chunks 1", dir);
+  INFO(v.outcome.output);
+  CHECK(v.outcome.status == 0);
+  CHECK_THAT(v.outcome.output, Catch::Contains("validating broadcast on"));
+  CHECK(v.column("algorithm") == "ring tree direct naive ");
+  CHECK(v.column("collective") == "broadcast broadcast broadcast broadcast ");
+  CHECK(v.column("wrong_elements") == "0 0 0 0 ");
+  auto r = run_collsim("validate --backend host --collective broadcast --algos rhd", dir);
   CHECK(r.status == 2);
   CHECK_THAT(r.output, Catch::Contains("rhd does not implement broadcast") &&
                            Catch::Contains("ring,tree,direct,naive"));
@@ -154,26 +172,15 @@ TEST_CASE("cli: validate --collective runs the algorithms that implement it", "[
 TEST_CASE("cli: validate --dtype runs every row in that type", "[backend][cli]") {
   REQUIRE(std::filesystem::exists(COLLSIM_BINARY));
   const auto dir = scratch_dir("validate-dtype");
-  const auto csv = dir / "validation.csv";
-  auto r = run_collsim(
-      "validate --backend host --dtype bf16 --sizes 16KiB --chunks 1 --reps 1 "
-      "--warmup 0 --out " +
-          csv.string(),
-      dir);
-  INFO(r.output);
-  CHECK(r.status == 0);
-  CHECK_THAT(r.output, Catch::Contains("validating allreduce on") &&
-                           Catch::Contains("virtual ranks of configs/one-gpu-4ranks.json, bf16,"));
-  std::ifstream in(csv);
-  std::string line;
-  std::getline(in, line);
-  CHECK(line.find(",dtype,") != std::string::npos);
-  int rows = 0;
-  CHECK(line.substr(line.rfind(',') + 1) == "collective");
-  for (; std::getline(in, line); ++rows)
-    CHECK(line.substr(line.rfind(',') - 4) == "bf16,allreduce");
-  CHECK(rows == 2);
-  r = run_collsim("validate --backend host --dtype int8", dir);
+  const auto v = validate_host("--dtype bf16 --sizes 16KiB --chunks 1", dir);
+  INFO(v.outcome.output);
+  CHECK(v.outcome.status == 0);
+  CHECK_THAT(v.outcome.output,
+             Catch::Contains("validating allreduce on") &&
+                 Catch::Contains("virtual ranks of configs/one-gpu-4ranks.json, bf16,"));
+  CHECK(v.column("dtype") == "bf16 bf16 ");
+  CHECK(v.column("collective") == "allreduce allreduce ");
+  const auto r = run_collsim("validate --backend host --dtype int8", dir);
   CHECK(r.status == 2);
   CHECK_THAT(r.output, Catch::Contains("--dtype") && Catch::Contains("bf16"));
 }
