@@ -35,19 +35,12 @@ ErrorSummary summarise(const std::vector<ValidationRow>& rows, Keep keep) {
   return summary;
 }
 
-// The experiment on `executor`, or simulated only when it is null.
-ValidationReport validation_rows(Executor* executor, const topo::Topology& topology,
-                                 const ValidationOptions& options, const std::string& topology_file,
-                                 const std::vector<double>& measured) {
-  if (topology.gpus().size() < options.ranks)
-    throw InputError(topology_file, "/gpus",
-                     fmt::format("the topology has {} GPUs; validation needs {} (one per virtual "
-                                 "rank); use a topology such as configs/one-gpu-4ranks.json",
-                                 topology.gpus().size(), options.ranks));
+}  // namespace
+
+void check_validation_options(const ValidationOptions& options) {
   if (options.ranks < 2) throw InputError("", "--ranks", "validation needs at least 2 ranks");
   if (options.algorithms.empty())
     throw InputError("", "--algos", "no algorithm to validate; name at least one, e.g. ring");
-  if (options.devices == 0) throw InternalError("validation on 0 devices");
   const auto implemented = sched::algorithms_for(options.collective, options.ranks);
   for (sched::Algorithm a : options.algorithms)
     if (std::find(implemented.begin(), implemented.end(), a) == implemented.end()) {
@@ -61,6 +54,22 @@ ValidationReport validation_rows(Executor* executor, const topo::Topology& topol
           fmt::format("{} does not implement {}; algorithms that do: {} (or give all)",
                       sched::to_string(a), sched::to_string(options.collective), names));
     }
+}
+
+namespace {
+
+// The experiment on `executor`, or simulated only when it is null.
+ValidationReport validation_rows(Executor* executor, const topo::Topology& topology,
+                                 const ValidationOptions& options, const std::string& topology_file,
+                                 const std::vector<double>& measured) {
+  if (topology.gpus().size() < options.ranks)
+    throw InputError(topology_file, "/gpus",
+                     fmt::format("the topology has {} GPUs; validation needs {} (one per virtual "
+                                 "rank); use a topology such as configs/one-gpu-4ranks.json",
+                                 topology.gpus().size(), options.ranks));
+  check_validation_options(options);
+  if (options.devices == 0) throw InternalError("validation on 0 devices");
+
   topo::Topology model = topology;
   std::vector<topo::NodeId> ranks(model.gpus().begin(), model.gpus().begin() + options.ranks);
   for (std::uint32_t r = options.devices; r < options.ranks; ++r)

@@ -26,7 +26,7 @@ struct ValidationOptions {
   // Rows per size follow this order: naive once (one monolithic step, so k does not apply), every
   // other algorithm at every k of `chunks`.
   std::vector<sched::Algorithm> algorithms = {sched::Algorithm::naive, sched::Algorithm::ring};
-  sched::DType dtype = sched::DType::fp32;  // of every row
+  sched::DType dtype = sched::DType::fp32;                      // of every row
   sched::Collective collective = sched::Collective::allreduce;  // of every row
   std::uint32_t warmup = 1;
   std::uint32_t repetitions = 3;
@@ -83,6 +83,11 @@ struct ValidationReport {
 // is taken off the injected per-byte wait (options.copy_seconds_per_byte).
 ApplyReport calibrate_validation(topo::Topology& topology, const Calibration& calibration,
                                  ValidationOptions& options, const std::string& file);
+
+// Throws InputError for what the options alone make impossible: fewer than 2 ranks, no
+// algorithm, or an algorithm that does not implement the collective. run_validation and
+// predict_validation check it too; a command line calls it before loading anything.
+void check_validation_options(const ValidationOptions& options);
 
 // Runs the experiment. `topology` is used as given (calibrate it first); it must hold at least
 // `ranks` GPUs. Throws InputError otherwise.

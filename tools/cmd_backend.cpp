@@ -161,6 +161,7 @@ void validate(const ValidateOptions& o) {
   vo.warmup = o.warmup;
   vo.inject_links = !o.no_links;
   if (vo.repetitions == 0) throw InputError("", "--reps", "0 repetitions; give at least 1");
+  backend::check_validation_options(vo);
   check_writable(o.out);
   check_writable(o.nccl_csv);
   const std::uint64_t memory_limit = max_memory_limit(o.max_memory);

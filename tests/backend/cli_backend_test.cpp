@@ -44,8 +44,9 @@ std::filesystem::path scratch_dir(const std::string& name) {
   return dir;
 }
 
-// `collsim validate --backend host ARGUMENTS`, one repetition per row and no warm-up, with the
-// rows it wrote as CSV split into cells (the header first).
+// `collsim validate --backend host ARGUMENTS` (on configs/one-gpu-4ranks.json unless they name a
+// topology), one repetition per row and no warm-up, with the rows it wrote as CSV split into
+// cells (the header first).
 struct Validation {
   Outcome outcome;
   std::vector<std::vector<std::string>> csv;
@@ -65,8 +66,14 @@ Validation validate_host(const std::string& arguments, const std::filesystem::pa
   const auto file = dir / "validation.csv";
   std::filesystem::remove(file);
   Validation v;
-  v.outcome = run_collsim(
-      "validate --backend host --reps 1 --warmup 0 --out " + file.string() + " " + arguments, dir);
+  // The shipped default, found from any directory the tests run in.
+  const std::string topology =
+      arguments.find("--topology") == std::string::npos
+          ? " --topology " + std::string(COLLSIM_SOURCE_DIR) + "/configs/one-gpu-4ranks.json"
+          : "";
+  v.outcome = run_collsim("validate --backend host --reps 1 --warmup 0 --out " + file.string() +
+                              topology + " " + arguments,
+                          dir);
   std::ifstream in(file);
   for (std::string line; std::getline(in, line);) {
     std::vector<std::string> cells;
@@ -175,9 +182,8 @@ TEST_CASE("cli: validate --dtype runs every row in that type", "[backend][cli]")
   const auto v = validate_host("--dtype bf16 --sizes 16KiB --chunks 1", dir);
   INFO(v.outcome.output);
   CHECK(v.outcome.status == 0);
-  CHECK_THAT(v.outcome.output,
-             Catch::Contains("validating allreduce on") &&
-                 Catch::Contains("virtual ranks of configs/one-gpu-4ranks.json, bf16,"));
+  CHECK_THAT(v.outcome.output, Catch::Contains("validating allreduce on") &&
+                                   Catch::Contains("one-gpu-4ranks.json, bf16,"));
   CHECK(v.column("dtype") == "bf16 bf16 ");
   CHECK(v.column("collective") == "allreduce allreduce ");
   const auto r = run_collsim("validate --backend host --dtype int8", dir);
