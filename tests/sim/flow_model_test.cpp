@@ -168,6 +168,27 @@ TEST_CASE("events pushed among the earliest ones stay in order under runs, overf
   cq.drain();
 }
 
+TEST_CASE("pushes after a sweep that took the front's latest events keep their order",
+          "[sim][queue]") {
+  // 1, then 40 events at 2 and one at 3. Popping 1 moves 32 of 2's events to the front, and
+  // twenty events at 1.1 are inserted before them. A sweep takes every event at 2, which leaves
+  // the front with those at 1.1 only while 3 is still queued behind it. Pushes at 1.5, after the
+  // front's last event but before every other queued one, must come before 3. (A radix heap
+  // arranged around the last time it moved to the front, tried and dropped on 2026-12-04 in
+  // docs/performance.md, failed this until it rebuilt itself around 1.5.)
+  CheckedQueue cq;
+  cq.push(1.0);
+  for (int i = 0; i < 40; ++i) cq.push(2.0);
+  cq.push(3.0);
+  cq.pop();
+  for (int i = 0; i < 20; ++i) cq.push(1.1);
+  cq.sweep([](std::uint32_t id) { return id >= 1 && id <= 40; });
+  cq.push(1.5);
+  cq.push(1.5);
+  cq.push(2.5);
+  cq.drain();
+}
+
 TEST_CASE("an event keeps its kind and version", "[sim][queue]") {
   EventQueue q;
   q.push(1.0, EventKind::flow_done, 9, 42);
