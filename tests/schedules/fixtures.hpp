@@ -22,6 +22,7 @@ inline topo::Topology uniform_gpus(std::uint32_t p, const sched::UniformCosts& c
     n.alpha = c.alpha;
     n.launch_latency = c.launch;
     n.memory_bandwidth = c.memory_bandwidth;
+    n.reduce_traffic.fill(c.reduce_traffic);  // for every dtype
     t.add_node(n);
   }
   return t;
@@ -82,6 +83,7 @@ inline topo::Topology server_gpus(std::uint32_t servers, std::uint32_t gpus,
       n.alpha = c.alpha;
       n.launch_latency = c.launch;
       n.memory_bandwidth = c.memory_bandwidth;
+      n.reduce_traffic.fill(c.reduce_traffic);  // for every dtype
       n.server = id;
       t.add_node(n);
     }
