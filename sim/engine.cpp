@@ -299,9 +299,9 @@ class Engine {
   };
   std::vector<RouteCacheEntry> route_cache_;  // by rank
   std::vector<OpTiming> timing_;              // only when recording or observed
-  // Each rank's GPU's alpha, launch and event latency, and memory resource: topology nodes are
-  // large records spread over the whole machine, one cache miss per transfer when read in the
-  // hot loop.
+  // Each rank's GPU's alpha, launch and event latency, reduce traffic for the plan's dtype and
+  // memory resource: topology nodes are large records spread over the whole machine, one cache
+  // miss per transfer when read in the hot loop.
   std::vector<double> rank_alpha_, rank_launch_, rank_event_, rank_reduce_traffic_;
   std::vector<ResourceId> rank_memory_;
   bool event_latency_ = false;  // some rank's is non-zero
