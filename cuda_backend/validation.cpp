@@ -44,15 +44,10 @@ void check_validation_options(const ValidationOptions& options) {
   const auto implemented = sched::algorithms_for(options.collective, options.ranks);
   for (sched::Algorithm a : options.algorithms)
     if (std::find(implemented.begin(), implemented.end(), a) == implemented.end()) {
-      std::string names;
-      for (sched::Algorithm i : implemented) {
-        if (!names.empty()) names += ',';
-        names += sched::to_string(i);
-      }
-      throw InputError(
-          "", "--algos",
-          fmt::format("{} does not implement {}; algorithms that do: {} (or give all)",
-                      sched::to_string(a), sched::to_string(options.collective), names));
+      throw InputError("", "--algos",
+                       fmt::format("{} does not implement {}; algorithms that do: {} (or give all)",
+                                   sched::to_string(a), sched::to_string(options.collective),
+                                   sched::join(implemented)));
     }
 }
 
@@ -148,16 +143,17 @@ ValidationReport validation_rows(Executor* executor, const topo::Topology& topol
   }
 
   ValidationReport report;
+  report.collective = options.collective;
+  report.dtype = options.dtype;
   for (const Variant& v : variants) {
     const sched::Plan plan = plan_of(v);
     ValidationRow row;
     row.algorithm = std::string(sched::to_string(v.algorithm));
-    row.dtype = std::string(sched::to_string(options.dtype));
-    row.collective = std::string(sched::to_string(options.collective));
     row.chunks = v.k;
     row.size = v.size;
     if (executor) {
-      run.label = fmt::format("{} {} k={} size={}", row.algorithm, row.collective, v.k, v.size);
+      run.label = fmt::format("{} {} k={} size={}", row.algorithm,
+                              sched::to_string(options.collective), v.k, v.size);
       const RunResult result = executor->run(plan, run);
       row.measured = result.median();
       row.wrong_elements = result.wrong_elements;
@@ -223,7 +219,7 @@ void write_validation_csv(const ValidationReport& report, std::ostream& out) {
   for (const auto& r : report.rows)
     out << fmt::format("{},{},{},{:.9g},{:.9g},{:.6f},{},{},{},{}\n", r.algorithm, r.chunks, r.size,
                        r.measured, r.predicted, r.error, r.wrong_elements, r.checked_elements,
-                       r.dtype, r.collective);
+                       sched::to_string(report.dtype), sched::to_string(report.collective));
 }
 
 }  // namespace collsim::backend

@@ -50,8 +50,6 @@ struct ValidationOptions {
 
 struct ValidationRow {
   std::string algorithm;  // sched::to_string of the algorithm
-  std::string dtype = "fp32";
-  std::string collective = "allreduce";
   std::uint32_t chunks = 1;
   Bytes size = 0;
   double measured = 0;   // median over repetitions, seconds
@@ -69,6 +67,9 @@ struct ErrorSummary {
 };
 
 struct ValidationReport {
+  // What every row ran: ValidationOptions::collective and ::dtype.
+  sched::Collective collective = sched::Collective::allreduce;
+  sched::DType dtype = sched::DType::fp32;
   std::vector<ValidationRow> rows;
   double median_abs_error = 0;
   std::size_t worst = 0;  // index of the row with the largest |error|

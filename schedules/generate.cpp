@@ -37,11 +37,15 @@ bool supports(Algorithm a, Collective c) {
   return false;
 }
 
+}  // namespace
+
 std::string join(const std::vector<Algorithm>& v) {
   std::string s;
   for (Algorithm a : v) s += (s.empty() ? "" : ", ") + std::string(to_string(a));
   return s.empty() ? "none" : s;
 }
+
+namespace {
 
 // hier's groups: the ranks of each server in rank order, servers in the order of their ids.
 // Throws InputError when a GPU is in no server or servers hold different numbers of ranks.

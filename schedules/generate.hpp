@@ -43,6 +43,8 @@ struct PlanRequest {
 
 // The algorithms generate() accepts for a collective on p ranks (ignoring size and k).
 std::vector<Algorithm> algorithms_for(Collective collective, RankId ranks);
+// "ring, tree, ..." for messages; "none" when empty.
+std::string join(const std::vector<Algorithm>& algorithms);
 
 // Empty when the request fits; otherwise what is wrong and what would fit. Does not look at the
 // topology beyond the rank count (hier needs servers: generate() checks that).

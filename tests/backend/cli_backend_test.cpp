@@ -170,7 +170,7 @@ TEST_CASE("cli: validate --collective runs the algorithms that implement it", "[
   auto r = run_collsim("validate --backend host --collective broadcast --algos rhd", dir);
   CHECK(r.status == 2);
   CHECK_THAT(r.output, Catch::Contains("rhd does not implement broadcast") &&
-                           Catch::Contains("ring,tree,direct,naive"));
+                           Catch::Contains("ring, tree, direct, naive"));
   r = run_collsim("validate --backend host --collective allgathr", dir);
   CHECK(r.status == 2);
   CHECK_THAT(r.output, Catch::Contains("allgather"));

@@ -91,7 +91,7 @@ TEST_CASE("validation: rows, predictions and CSV on the host backend", "[backend
   gather.algorithms = {sched::Algorithm::ring};
   const auto gather_report = run_validation(executor, t, gather);
   REQUIRE(gather_report.rows.size() == 1);
-  CHECK(gather_report.rows[0].collective == "allgather");
+  CHECK(gather_report.collective == sched::Collective::allgather);
   CHECK(gather_report.wrong_elements == 0);
   CHECK(gather_report.rows[0].predicted == Approx(3 * (4e-6 + 16384 / 25e9)).epsilon(1e-9));
 
@@ -120,8 +120,8 @@ TEST_CASE("validation: bf16 rows run bf16 plans and predict their reductions' tr
   const auto report = run_validation(executor, t, o);
   REQUIRE(report.rows.size() == 2);
   CHECK(report.wrong_elements == 0);
+  CHECK(report.dtype == sched::DType::bf16);
   for (const auto& r : report.rows) {
-    CHECK(r.dtype == "bf16");
     CHECK(r.checked_elements == 4 * r.size / 2);
   }
   // As the fp32 ring above on a shared 300 GB/s memory, with 4.5 bytes of traffic per byte.
