@@ -13,6 +13,7 @@
 
 #include "cuda_backend/calibration.hpp"
 #include "cuda_backend/cuda_executor.hpp"
+#include "tests/common/files.hpp"
 
 using namespace collsim;
 
@@ -37,8 +38,9 @@ Outcome run_collsim(const std::string& arguments, const std::filesystem::path& d
   return o;
 }
 
+// A fresh folder `name` in this process's scratch folder.
 std::filesystem::path scratch_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("collsim-backend-" + name);
+  const auto dir = test::scratch_dir() / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;

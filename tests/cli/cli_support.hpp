@@ -14,6 +14,8 @@
 #include <sstream>
 #include <string>
 
+#include "tests/common/files.hpp"
+
 namespace collsim::cli_test {
 
 struct CliResult {
@@ -22,27 +24,8 @@ struct CliResult {
   std::string err;
 };
 
-inline std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A scratch folder for one test process under the system temp dir, removed when it exits.
-inline std::filesystem::path scratch_dir() {
-  struct Scratch {
-    std::filesystem::path dir =
-        std::filesystem::temp_directory_path() / ("collsim-cli-test-" + std::to_string(::getpid()));
-    Scratch() { std::filesystem::create_directories(dir); }
-    ~Scratch() {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
-    }
-  };
-  static const Scratch scratch;
-  return scratch.dir;
-}
+using test::read_file;
+using test::scratch_dir;
 
 // `args` is a shell fragment appended to the binary's path; the working directory is the
 // repository root (or `cwd`) so that relative paths such as tests/cli/data/two-gpus.json work.

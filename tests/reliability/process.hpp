@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/common/files.hpp"
+
 namespace collsim::reliability {
 
 struct Outcome {
@@ -28,23 +30,8 @@ struct Outcome {
   std::string err;
 };
 
-inline std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// A folder for this test process's scratch files.
-inline std::filesystem::path scratch_dir() {
-  static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() /
-             ("collsim-reliability-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
+using test::read_file;
+using test::scratch_dir;
 
 #if defined(__SANITIZE_ADDRESS__)
 inline constexpr bool kSanitized = true;

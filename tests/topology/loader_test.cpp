@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/common/files.hpp"
 #include "topology/name_pattern.hpp"
 #include "topology_test_util.hpp"
 
@@ -90,10 +91,9 @@ TEST_CASE("empty, blank and binary documents") {
 TEST_CASE("files that are missing or are directories") {
   CHECK_THROWS_WITH(load_topology("/nonexistent/x.json"), Catch::Contains("file not found"));
   CHECK_THROWS_WITH(load_topology(COLLSIM_SOURCE_DIR), Catch::Contains("is a directory"));
-  const auto path = std::filesystem::temp_directory_path() / "collsim_empty_topology.json";
+  const auto path = test::scratch_dir() / "empty_topology.json";
   std::ofstream(path).close();
   CHECK_THROWS_WITH(load_topology(path.string()), Catch::Contains("is empty"));
-  std::filesystem::remove(path);
 }
 
 TEST_CASE("unknown keys are named with a suggestion") {
