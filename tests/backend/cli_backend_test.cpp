@@ -31,10 +31,7 @@ Outcome run_collsim(const std::string& arguments, const std::filesystem::path& d
   const int raw = std::system(command.c_str());
   Outcome o;
   o.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream in(log);
-  std::stringstream text;
-  text << in.rdbuf();
-  o.output = text.str();
+  o.output = test::read_file(log);
   return o;
 }
 

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "schedules/plan_json.hpp"
 #include "sim/engine.hpp"
 #include "sim/rotation.hpp"
+#include "tests/common/files.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
 
@@ -26,10 +26,7 @@ namespace {
 constexpr Bytes MiB = Bytes{1} << 20;
 
 std::string read(const char* name) {
-  std::ifstream in(std::string(COLLSIM_SOURCE_DIR) + "/configs/" + name);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return test::read_file(std::string(COLLSIM_SOURCE_DIR) + "/configs/" + name);
 }
 
 // configs/cluster-1024.json cut to `servers` servers in leaf groups of `per_leaf` servers

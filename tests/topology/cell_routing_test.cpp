@@ -1,11 +1,10 @@
 // Routing by cells must give exactly the routes of the whole-graph search: same links, same
 // latency to the bit, same ECMP choices, same unreachable pairs.
 #include <catch2/catch.hpp>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 
+#include "tests/common/files.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
 #include "topology_test_util.hpp"
@@ -76,13 +75,6 @@ std::vector<NodeId> all_nodes(const Topology& t) {
   std::vector<NodeId> v(t.num_nodes());
   for (NodeId i = 0; i < t.num_nodes(); ++i) v[i] = i;
   return v;
-}
-
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // Appending piece by piece: GCC 12 warns (-Wrestrict) on chained std::string operator+.
@@ -202,7 +194,7 @@ TEST_CASE("routing by cells equals the whole-graph search on shipped fabrics") {
   CHECK(mismatches(rack, all_nodes(rack), {0, 5}) == 0);
 
   // cluster-1024 cut to 16 servers in 4 leaf groups: every node, every pair.
-  auto doc = nlohmann::json::parse(read(config_path("cluster-1024.json")));
+  auto doc = nlohmann::json::parse(test::read_file(config_path("cluster-1024.json")));
   doc["servers"][0]["count"] = 16;
   doc["racks"][0]["count"] = 4;
   doc["fabric"]["servers_per_leaf"] = 4;

@@ -1,19 +1,16 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "tests/common/files.hpp"
 #include "topology/loader.hpp"
 #include "topology_test_util.hpp"
 
 using namespace collsim;
 
 TEST_CASE("every JSON example of docs/topology-format.md loads") {
-  std::ifstream in(std::string(COLLSIM_SOURCE_DIR) + "/docs/topology-format.md");
-  REQUIRE(in);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string doc = buffer.str();
+  const std::string doc =
+      test::read_file(std::string(COLLSIM_SOURCE_DIR) + "/docs/topology-format.md");
+  REQUIRE(!doc.empty());
   int examples = 0;
   for (std::size_t at = doc.find("```json\n"); at != std::string::npos;
        at = doc.find("```json\n", at + 1)) {
@@ -32,10 +29,7 @@ TEST_CASE("every shipped config validates and cites its sources") {
   for (const auto& entry :
        std::filesystem::directory_iterator(std::string(COLLSIM_SOURCE_DIR) + "/configs")) {
     if (entry.path().extension() != ".json") continue;
-    std::ifstream in(entry.path());
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    const std::string text = buffer.str();
+    const std::string text = test::read_file(entry.path());
     // Topology files have "nodes" or "servers"; other JSON (calibration examples) is skipped.
     if (text.find("\"nodes\"") == std::string::npos) continue;
     INFO(entry.path().string());
