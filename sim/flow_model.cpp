@@ -22,6 +22,7 @@ void FlowModel::reset(std::vector<double> capacity) {
   for (std::size_t r = 0; r < capacity.size(); ++r) res_[r].capacity = capacity[r];
   epoch_ = 0;
   skip_ = 0;
+  fallen_back_ = 0;
   running_ = 0;
 }
 
@@ -551,10 +552,11 @@ void FlowModel::new_epoch() {
 void FlowModel::reshare(double now) {
   if (local_ && skip_ == 0) {
     if (fill_region()) {
+      fallen_back_ = 0;
       commit(now);
       return;
     }
-    skip_ = kSkipAfterFallback;
+    if (++fallen_back_ > 1) skip_ = kSkipAfterFallback;
   } else if (skip_ > 0) {
     --skip_;
   }

@@ -32,7 +32,7 @@
 // region that keeps growing falls back to its whole component. So a departure re-shares the few
 // flows its freed bandwidth can reach, not every flow coupled to them: on a cluster-wide tree,
 // a dozen flows instead of hundreds. The checks allow 1e-9 relative, the margin binding() uses.
-// After a fallback the next few re-shares skip the region (kSkipAfterFallback).
+// After two fallbacks in a row the next few re-shares skip the region (kSkipAfterFallback).
 //
 // A flow whose rate came out exactly as before keeps its completion time, so an undisturbed flow
 // ends at exactly start + bytes / rate.
@@ -393,12 +393,17 @@ class FlowModel {
   bool reserve_ = true;
   std::size_t heap_above_ = kHeapAbove;
   std::size_t whole_instant_below_ = kWholeInstantBelow;
-  // After a region falls back, the next few re-shares go straight to their component: where
-  // regions do not pay (an all-to-all, where each grows to half the component before failing),
-  // trying each one first would cost more than the component alone.
+  // After a region falls back a second time in a row, the next few re-shares go straight to
+  // their component: where regions do not pay (an all-to-all, where each grows to half the
+  // component before failing), trying each one first would cost more than the component alone.
+  // One fallback alone is no sign of that: on a tree at many chunks a long cascade now and then
+  // falls back and the next region settles (747 fallbacks on 1024 GPUs at k = 32, not one
+  // followed by another), and skipping after each filled four components of thousands of flows
+  // for nothing: 4096 GPUs at k = 32 took twice the time.
   static constexpr unsigned kSkipAfterFallback = 4;
   unsigned skip_ = 0;
-  std::size_t running_ = 0;  // flows started with bytes to drain and not released
+  unsigned fallen_back_ = 0;  // regions in a row that fell back
+  std::size_t running_ = 0;   // flows started with bytes to drain and not released
   SharingStats stats_;
 };
 

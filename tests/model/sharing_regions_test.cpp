@@ -2,10 +2,12 @@
 // a cluster's fabric where flows of every algorithm meet on NICs, leaves and spines: the same
 // run to 1e-9, for far fewer flows filled where sharing is local.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "schedules/generate.hpp"
 #include "sim/engine.hpp"
+#include "tests/common/files.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
 
@@ -65,16 +67,37 @@ TEST_CASE("regions and whole components give the same runs on a cluster", "[mode
     CHECK(w.sharing.regions == 0);
     // Never more filling than whole components, except for direct, whose flows all start at
     // one instant and end at a few: re-shared once per instant, a region is then nearly its
-    // whole component, and checking it costs a second filling now and then (7,819 flows
-    // filled against 7,104). On the tree at least a quarter less here (128 GPUs: 14,415 flows
-    // filled against 21,794; on all 1024 GPUs, 40 times less).
+    // whole component, and checking it costs a second filling now and then (9,893 flows
+    // filled against 7,136; 7,826 when every fallback, here the only one, sent the next four
+    // re-shares to their components, which costs more where fallbacks come alone: see
+    // FlowModel::fallen_back_). On the tree at least a quarter less here (128 GPUs: 13,049
+    // flows filled against 18,616; on all 1024 GPUs, 40 times less).
     if (a != Algorithm::direct) CHECK(r.sharing.filled <= w.sharing.filled);
-    if (a == Algorithm::direct) CHECK(r.sharing.filled <= w.sharing.filled * 5 / 4);
+    if (a == Algorithm::direct) CHECK(r.sharing.filled <= w.sharing.filled * 3 / 2);
     if (a == Algorithm::tree) {
       CHECK(r.sharing.regions > 0);
       CHECK(r.sharing.filled * 4 < w.sharing.filled * 3);
     }
   }
+}
+
+TEST_CASE("a region that falls back alone leaves the next re-shares to their regions", "[model]") {
+  // On a tree at many chunks a long cascade now and then falls back to its component, and the
+  // next region settles as usual: only fallbacks in a row send the re-shares after them
+  // straight to their components (FlowModel::fallen_back_). Here, on the cluster's fabric cut
+  // to 512 GPUs as bench/run.sh scales it and routed as the command line routes, the one fallback
+  // of the run is its only component re-share besides the small instants filled whole; with four
+  // skipped re-shares after every fallback there were 45 instead of 42.
+  nlohmann::json doc = nlohmann::json::parse(
+      test::read_file(std::string(COLLSIM_SOURCE_DIR) + "/configs/cluster-1024.json"));
+  doc["servers"][0]["count"] = 512 / 8;
+  doc["racks"][0]["count"] = 512 / 32;
+  const topo::Topology t = topo::build_topology(doc, "cluster-512");
+  const topo::Router router(t, topo::RoutingOptions{.ecmp = true});
+  const Plan plan = plan_for(router, Algorithm::tree, t.gpus(), Bytes{64} << 20, 16);
+  const sim::Result r = sim::simulate(router, plan);
+  CHECK(r.sharing.fallbacks == 1);
+  CHECK(r.sharing.components == r.sharing.fallbacks + r.sharing.instants);
 }
 
 TEST_CASE("re-sharing once per instant gives the runs of re-sharing after every change",
