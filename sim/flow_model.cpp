@@ -494,14 +494,35 @@ double FlowModel::lowest_in_heap(ResourceId& bottleneck) {
       bottleneck = top.resource;
       return fair;
     }
-    std::pop_heap(heap_.begin(), heap_.end(), kLater);
-    heap_.pop_back();
-    if (unfrozen) {
-      heap_.push_back(Level{fair, top.resource, top.local});
-      std::push_heap(heap_.begin(), heap_.end(), kLater);
-    }
+    if (unfrozen)
+      sift_down(Level{fair, top.resource, top.local});
+    else
+      pop_lowest();
   }
   return kUnlimited;
+}
+
+void FlowModel::sift_down(Level item) {
+  // The top's place is free: the earlier child moves up until `item` is no later than either.
+  // It stops where `item` belongs instead of sinking to a leaf and climbing back, as
+  // std::pop_heap does: a stale top's new share is mostly a little above the old one, and the
+  // descent's comparisons were a quarter of a tree's time at 32 chunks. Keys are distinct
+  // (one entry per resource, ties broken by id), so the tops come in the order of any heap.
+  Level* heap = heap_.data();
+  const std::size_t n = heap_.size();
+  std::size_t hole = 0;
+  for (std::size_t child = 1; child < n; child = 2 * hole + 1) {
+    if (child + 1 < n && kLater(heap[child], heap[child + 1])) ++child;
+    if (!kLater(item, heap[child])) break;
+    heap[hole] = heap[child];
+    hole = child;
+  }
+  heap[hole] = item;
+}
+
+void FlowModel::pop_lowest() {
+  std::pop_heap(heap_.begin(), heap_.end(), kLater);
+  heap_.pop_back();
 }
 
 void FlowModel::freeze(Flow& flow, double rate, ResourceId bottleneck) {
@@ -740,7 +761,9 @@ void FlowModel::fill() {
   // levels then moves them into a heap (lowest_in_heap).
   std::size_t next_bound = 0;
   bool heaped = false;
-  for (unsigned round = 0;; ++round) {
+  // Once every flow is frozen the rest would only empty the heap of resources with none left.
+  std::size_t unfrozen = comp_flows_.size();
+  for (unsigned round = 0; unfrozen > 0; ++round) {
     if (!heaped && round == kScanRounds && n > heap_above_) {
       heaped = true;
       heap_.clear();
@@ -759,15 +782,15 @@ void FlowModel::fill() {
       for (; next_bound < by_bound_.size(); ++next_bound) {
         Flow& flow = flows_[by_bound_[next_bound]];
         if (!(flow.bound < level)) break;
-        if (!flow.frozen) freeze(flow, flow.bound, kNoResource);
+        if (!flow.frozen) {
+          freeze(flow, flow.bound, kNoResource);
+          --unfrozen;
+        }
       }
       continue;
     }
     if (bottleneck == kNoResource) break;  // the rest cross unlimited resources only
-    if (heaped) {
-      std::pop_heap(heap_.begin(), heap_.end(), kLater);
-      heap_.pop_back();
-    }
+    if (heaped) pop_lowest();
     Share& frozen_at = share_[res_[bottleneck].local];
     frozen_at.level = level;
     if (frozen_at.outsiders && !frozen_at.outside_bottlenecked &&
@@ -776,7 +799,10 @@ void FlowModel::fill() {
     for (const Entry& e : res_[bottleneck].flows) {
       if (e.stamp != epoch_) continue;  // outside the set: its record is not read
       Flow& flow = flows_[e.flow];
-      if (!flow.frozen) freeze(flow, level, bottleneck);
+      if (!flow.frozen) {
+        freeze(flow, level, bottleneck);
+        --unfrozen;
+      }
     }
   }
 }

@@ -269,6 +269,8 @@ class FlowModel {
   static constexpr std::size_t kHeapAbove = 256;
   double lowest_by_scan(ResourceId& bottleneck, bool ties_by_id) const;
   double lowest_in_heap(ResourceId& bottleneck);
+  void sift_down(Level item);  // `item` replaces the heap's top
+  void pop_lowest();
   double bound_of(const Flow& flow) const;
   void add_demand(const Flow& flow, double sign);
   void settle_demand(ResourceId r);
