@@ -2,12 +2,11 @@
 // a cluster's fabric where flows of every algorithm meet on NICs, leaves and spines: the same
 // run to 1e-9, for far fewer flows filled where sharing is local.
 #include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "schedules/generate.hpp"
 #include "sim/engine.hpp"
-#include "tests/common/files.hpp"
+#include "tests/common/clusters.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
 
@@ -88,11 +87,7 @@ TEST_CASE("a region that falls back alone leaves the next re-shares to their reg
   // to 512 GPUs as bench/run.sh scales it and routed as the command line routes, the one fallback
   // of the run is its only component re-share besides the small instants filled whole; with four
   // skipped re-shares after every fallback there were 45 instead of 42.
-  nlohmann::json doc = nlohmann::json::parse(
-      test::read_file(std::string(COLLSIM_SOURCE_DIR) + "/configs/cluster-1024.json"));
-  doc["servers"][0]["count"] = 512 / 8;
-  doc["racks"][0]["count"] = 512 / 32;
-  const topo::Topology t = topo::build_topology(doc, "cluster-512");
+  const topo::Topology t = test::scaled_cluster(512 / 8);
   const topo::Router router(t, topo::RoutingOptions{.ecmp = true});
   const Plan plan = plan_for(router, Algorithm::tree, t.gpus(), Bytes{64} << 20, 16);
   const sim::Result r = sim::simulate(router, plan);

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
@@ -14,7 +13,7 @@
 #include "schedules/plan_json.hpp"
 #include "sim/engine.hpp"
 #include "sim/rotation.hpp"
-#include "tests/common/files.hpp"
+#include "tests/common/clusters.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
 
@@ -32,12 +31,7 @@ std::string read(const char* name) {
 // configs/cluster-1024.json cut to `servers` servers in leaf groups of `per_leaf` servers
 // (racks of 4), so that the ring crosses a leaf group every 8 * per_leaf ranks.
 topo::Topology small_cluster(int servers = 16, int per_leaf = 4) {
-  auto d = nlohmann::json::parse(read("cluster-1024.json"));
-  d["name"] = fmt::format("cluster-{}", 8 * servers);
-  d["servers"][0]["count"] = servers;
-  d["racks"][0]["count"] = (servers + 3) / 4;
-  d["fabric"]["servers_per_leaf"] = per_leaf;
-  return topo::parse_topology(d.dump(), "cluster.json");
+  return test::scaled_cluster(servers, per_leaf);
 }
 
 topo::Topology config(const char* name) {

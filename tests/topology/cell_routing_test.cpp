@@ -1,10 +1,9 @@
 // Routing by cells must give exactly the routes of the whole-graph search: same links, same
 // latency to the bit, same ECMP choices, same unreachable pairs.
 #include <catch2/catch.hpp>
-#include <nlohmann/json.hpp>
 #include <random>
 
-#include "tests/common/files.hpp"
+#include "tests/common/clusters.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
 #include "topology_test_util.hpp"
@@ -194,11 +193,7 @@ TEST_CASE("routing by cells equals the whole-graph search on shipped fabrics") {
   CHECK(mismatches(rack, all_nodes(rack), {0, 5}) == 0);
 
   // cluster-1024 cut to 16 servers in 4 leaf groups: every node, every pair.
-  auto doc = nlohmann::json::parse(test::read_file(config_path("cluster-1024.json")));
-  doc["servers"][0]["count"] = 16;
-  doc["racks"][0]["count"] = 4;
-  doc["fabric"]["servers_per_leaf"] = 4;
-  const Topology small = parse_topology(doc.dump(), "cluster-16.json");
+  const Topology small = test::scaled_cluster(16, 4);
   REQUIRE(small.servers().size() == 16);
   CHECK(mismatches(small, all_nodes(small), {0, 3}) == 0);
   // With room for a few tables only: the rest are rebuilt for each route.
