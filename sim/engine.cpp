@@ -801,7 +801,7 @@ void Engine::schedule_rescheduled() {
       if (queued == Queued::moved) moved_.erase(f);
       queued = Queued::none;
     } else if (queued == Queued::none) {
-      queue_.push(t, EventKind::flow_done, f, flows_.version(f));
+      queue_.push_from(now_, t, EventKind::flow_done, f, flows_.version(f));
       queued = Queued::queue;
     } else {
       // Re-timed: from now on its completion is moved in place, under the sequence number a
@@ -816,7 +816,7 @@ void Engine::schedule_rescheduled() {
 
 void Engine::launch(FlowId f, double latency) {
   if (latency > 0) {
-    queue_.push(now_ + latency, EventKind::latency_done, f, flows_.version(f));
+    queue_.push_from(now_, now_ + latency, EventKind::latency_done, f, flows_.version(f));
     return;
   }
   flows_.start(f, flow_info_[f].bytes, now_);
@@ -865,7 +865,7 @@ void Engine::ready(OpId op) {
         timing_[op].start = now_;
         if (observer_) observer_->on_op_start(op, now_, now_);
       }
-      queue_.push(now_ + extra_.at(op), EventKind::op_done, op);
+      queue_.push_from(now_, now_ + extra_.at(op), EventKind::op_done, op);
       return;
   }
 }
@@ -972,7 +972,7 @@ bool Engine::delay_release(OpId from, OpId to) {
   const double latency = rank_event_[rec(to).rank];
   if (latency <= 0 || (rec(ran).rank == rec(to).rank && rec(ran).stream == rec(to).stream))
     return false;
-  queue_.push(now_ + latency, EventKind::release, to);
+  queue_.push_from(now_, now_ + latency, EventKind::release, to);
   return true;
 }
 

@@ -37,6 +37,10 @@ struct CheckedQueue {
     q.push(t, EventKind::op_done, seq);
     reference.emplace(t, seq++);
   }
+  void push_from(double now, double t) {
+    q.push_from(now, t, EventKind::op_done, seq);
+    reference.emplace(t, seq++);
+  }
   // Pops the earliest event, which must be the reference's.
   void pop() {
     const Event e = q.pop();
@@ -186,6 +190,51 @@ TEST_CASE("pushes after a sweep that took the front's latest events keep their o
   cq.push(1.5);
   cq.push(1.5);
   cq.push(2.5);
+  cq.drain();
+}
+
+TEST_CASE(
+    "events filed by their delay keep (time, sequence) order among plain pushes, sweeps "
+    "and more delays than lanes",
+    "[sim][queue]") {
+  // Times and delays are multiples of 1/4, so events of a lane tie with plain pushes, with the
+  // front and with other lanes. 200 delays are more than the queue has lanes, so lanes are
+  // unbound and bound again. A push now and then names a present before the real one, which
+  // can put it before its lane's last event: it must then be queued as a plain push.
+  const std::uint64_t delays = GENERATE(6, 200);
+  test::Lcg next{delays};
+  CheckedQueue cq;
+  double now = 0;
+  std::size_t most_lanes = 0;
+  for (int step = 0; step < 40000; ++step) {
+    // Phases that push more than they pop alternate with phases that drain the queue, so that
+    // lanes run empty and can be bound to other delays.
+    const std::uint64_t what = next(16) + ((step / 2500) % 2 == 0 ? 0 : 5);
+    if (step % 4000 == 3999) {
+      const std::uint32_t drop = static_cast<std::uint32_t>(next(3));
+      cq.sweep([&](std::uint32_t id) { return id % 3 == drop; });
+    } else if (what < 8 || cq.reference.empty()) {
+      cq.push_from(now, now + 0.25 * static_cast<double>(next(delays)));
+    } else if (what < 9) {
+      const double before = now - 0.25 * static_cast<double>(next(8));
+      cq.push_from(std::max(before, 0.0), now + 0.25 * static_cast<double>(next(delays)));
+    } else if (what < 11) {
+      cq.push(now + 0.25 * static_cast<double>(next(delays)));
+    } else {
+      now = cq.reference.begin()->first;
+      cq.pop();
+    }
+    REQUIRE(cq.q.size() == cq.reference.size());
+    most_lanes = std::max(most_lanes, cq.q.lanes_in_use());
+    REQUIRE(cq.q.lanes_in_use() <= EventQueue::kMaxLanes);
+    if (!cq.reference.empty()) {
+      std::uint32_t id = 0;
+      EventKind kind = EventKind::release;
+      REQUIRE(cq.q.lookahead().at(0, id, kind));
+      REQUIRE(id == cq.reference.begin()->second);
+    }
+  }
+  CHECK(most_lanes >= std::min<std::size_t>(delays, EventQueue::kMaxLanes));
   cq.drain();
 }
 
