@@ -40,6 +40,7 @@ void build_fabric(const nlohmann::json& fabric, BuildState& state);
 struct ExpansionSize {
   double nodes = 0;
   double links = 0;
+  double groups = 0;  // racks and servers
 };
 ExpansionSize estimate_fabric(const nlohmann::json& fabric, double servers);
 // Every GPU must reach every other GPU (validate.cpp).

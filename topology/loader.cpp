@@ -362,16 +362,19 @@ struct Planned {
   ExpansionSize size;
   std::string largest;
   double largest_bytes = -1;
-  double bytes() const { return size.nodes * kBytesPerNode + size.links * kBytesPerLink; }
+  double bytes() const {
+    return size.nodes * kBytesPerNode + size.links * kBytesPerLink + size.groups * kBytesPerGroup;
+  }
 };
 
 Planned plan_expansion(const json& doc) {
   Planned p;
   if (!doc.is_object()) return p;
-  const auto note = [&p](const std::string& where, double nodes, double links) {
+  const auto note = [&p](const std::string& where, double nodes, double links, double groups) {
     p.size.nodes += nodes;
     p.size.links += links;
-    const double bytes = nodes * kBytesPerNode + links * kBytesPerLink;
+    p.size.groups += groups;
+    const double bytes = nodes * kBytesPerNode + links * kBytesPerLink + groups * kBytesPerGroup;
     if (bytes > p.largest_bytes) {
       p.largest_bytes = bytes;
       p.largest = where;
@@ -387,10 +390,13 @@ Planned plan_expansion(const json& doc) {
   // Links are counted duplex, two directed links each: an upper bound.
   if (const json* nodes = array(doc, "nodes"))
     for (std::size_t i = 0; i < nodes->size(); ++i)
-      note(count_at("/nodes", i), count_of((*nodes)[i]), 0);
+      note(count_at("/nodes", i), count_of((*nodes)[i]), 0, 0);
   if (const json* links = array(doc, "links"))
     for (std::size_t i = 0; i < links->size(); ++i)
-      note(count_at("/links", i), 0, 2 * count_of((*links)[i]));
+      note(count_at("/links", i), 0, 2 * count_of((*links)[i]), 0);
+  if (const json* racks = array(doc, "racks"))
+    for (std::size_t i = 0; i < racks->size(); ++i)
+      note(count_at("/racks", i), 0, 0, count_of((*racks)[i]));
   std::map<std::string, ExpansionSize> templates;
   if (const auto it = doc.find("templates"); it != doc.end() && it->is_object())
     for (const auto& [name, t] : it->items()) {
@@ -412,11 +418,11 @@ Planned plan_expansion(const json& doc) {
           s.is_object() && t != s.end() && t->is_string())
         if (const auto found = templates.find(t->get<std::string>()); found != templates.end())
           each = found->second;
-      note(count_at("/servers", i), count * each.nodes, count * each.links);
+      note(count_at("/servers", i), count * each.nodes, count * each.links, count);
     }
   if (const auto it = doc.find("fabric"); it != doc.end()) {
     const ExpansionSize fabric = estimate_fabric(*it, servers);
-    note("/fabric", fabric.nodes, fabric.links);
+    note("/fabric", fabric.nodes, fabric.links, fabric.groups);
   }
   return p;
 }
@@ -461,13 +467,21 @@ class Loader {
     const Planned p = plan_expansion(doc_);
     const auto limit = static_cast<double>(options_.max_memory);
     if (p.bytes() <= limit) return;
-    sink_.error(p.largest,
-                fmt::format("the topology expands to about {:.3g} nodes and {:.3g} directed "
-                            "links, which need about {} ({} B per node, {} B per link), more "
-                            "than the memory limit of {} (--max-memory); lower \"count\", or "
-                            "raise --max-memory if the machine has the memory",
-                            p.size.nodes, p.size.links, format_size_estimate(p.bytes()),
-                            kBytesPerNode, kBytesPerLink, format_size_estimate(limit)));
+    const bool groups = p.size.groups > 0;
+    const std::string parts =
+        groups ? fmt::format("{:.3g} nodes, {:.3g} directed links and {:.3g} racks and servers",
+                             p.size.nodes, p.size.links, p.size.groups)
+               : fmt::format("{:.3g} nodes and {:.3g} directed links", p.size.nodes, p.size.links);
+    const std::string costs =
+        groups ? fmt::format("{} B per node, {} B per link, {} B per rack or server", kBytesPerNode,
+                             kBytesPerLink, kBytesPerGroup)
+               : fmt::format("{} B per node, {} B per link", kBytesPerNode, kBytesPerLink);
+    sink_.error(
+        p.largest,
+        fmt::format("the topology expands to about {}, which need about {} ({}), more "
+                    "than the memory limit of {} (--max-memory); lower \"count\", or "
+                    "raise --max-memory if the machine has the memory",
+                    parts, format_size_estimate(p.bytes()), costs, format_size_estimate(limit)));
     sink_.throw_if_any();
   }
 
@@ -486,12 +500,14 @@ class Loader {
     if (racks == nullptr) return;
     for (std::size_t i = 0; i < racks->size(); ++i) {
       const std::string p = json_io::pointer("/racks", i);
+      const std::size_t errors_before = sink_.count();
       const ObjectReader r((*racks)[i], p, sink_, "a rack");
       if (!r.ok()) continue;
       r.check_keys({"name", "count"});
       const auto rep = read_repeat(r);
       const auto name = read_pattern(r, "name", rep.value_or(Repeat{}), true);
-      if (!rep || !name) continue;
+      // As with servers: an entry with an error is not expanded, its "count" may be a typo too.
+      if (!rep || !name || sink_.count() != errors_before) continue;
       for (std::int64_t k = 0; k < rep->count; ++k) {
         std::string n = name->expand(k);
         if (rack_index_.count(n) != 0) {

@@ -13,9 +13,10 @@ namespace collsim::topo {
 
 struct LoadOptions {
   // Memory the expanded topology may use, in bytes; 0: no limit. A "count" of a few bytes can
-  // stand for millions of nodes, so the nodes and links are counted and their memory estimated
-  // (kBytesPerNode, kBytesPerLink) before anything is expanded, and a document above the limit is
-  // an InputError naming the estimate and the limit. The CLI passes --max-memory.
+  // stand for millions of nodes, so the nodes, links, racks and servers are counted and their
+  // memory estimated (kBytesPerNode, kBytesPerLink, kBytesPerGroup) before anything is expanded,
+  // and a document above the limit is an InputError naming the estimate and the limit. The CLI
+  // passes --max-memory.
   std::uint64_t max_memory = 0;
 };
 // Peak memory per node and per directed link of loading and validating a topology: peak RSS of
@@ -23,11 +24,15 @@ struct LoadOptions {
 // 326 B per node and 148 B per directed link, rounded up (docs/errors.md).
 inline constexpr std::uint64_t kBytesPerNode = 384;
 inline constexpr std::uint64_t kBytesPerLink = 160;
+// A rack or a server costs its record, its name and its index entry: 1 and 2 million empty racks,
+// or servers, gave 137 and 144 B each.
+inline constexpr std::uint64_t kBytesPerGroup = 160;
 // The same estimate for a topology already loaded: what the memory guard of a simulation counts
 // as taken before the simulation's own estimate (tools/resource_guard.hpp).
 inline double estimated_bytes(const Topology& topology) {
   return static_cast<double>(topology.num_nodes()) * kBytesPerNode +
-         static_cast<double>(topology.num_links()) * kBytesPerLink;
+         static_cast<double>(topology.num_links()) * kBytesPerLink +
+         static_cast<double>(topology.racks().size() + topology.servers().size()) * kBytesPerGroup;
 }
 
 Topology load_topology(const std::string& path, const LoadOptions& options = {});

@@ -281,15 +281,36 @@ TEST_CASE("a document whose expansion is estimated above max_memory is refused b
   options.max_memory = std::uint64_t{1} << 30;
   CHECK(has_error(errors_of(templated, options), "/servers/0/count",
                   {"3.2e+07 nodes", "3.2e+07 directed links", "limit of 1.0 GiB"}));
+  // Racks and servers cost memory without a node: 16 million empty racks took the fuzzer's
+  // time limit to build before they were counted.
+  const std::string racks = R"({"racks": [{"name": "r{i}", "count": 16000000}],
+      "nodes": [{"name": "g", "kind": "gpu"}]})";
+  CHECK(has_error(errors_of(racks, options), "/racks/0/count",
+                  {"1 nodes, 0 directed links and 1.6e+07 racks and servers",
+                   "160 B per rack or server", "limit of 1.0 GiB"}));
+  const std::string servers = R"({"servers": [{"name": "s{i}", "count": 16000000}],
+      "nodes": [{"name": "g", "kind": "gpu"}]})";
+  CHECK(has_error(errors_of(servers, options), "/servers/0/count",
+                  {"1.6e+07 racks and servers", "limit of 1.0 GiB"}));
   // The estimate bounds the shipped 1024-GPU cluster (templates and a fabric) from above, and
   // by no more than a factor of 4.
   const std::string cluster = test::config_path("cluster-1024.json");
   const Topology t = load_topology(cluster);
-  const std::uint64_t actual = t.num_nodes() * kBytesPerNode + t.num_links() * kBytesPerLink;
+  const std::uint64_t actual = t.num_nodes() * kBytesPerNode + t.num_links() * kBytesPerLink +
+                               (t.racks().size() + t.servers().size()) * kBytesPerGroup;
   options.max_memory = actual - 1;
   CHECK_THROWS_WITH(load_topology(cluster, options), Catch::Contains("more than the memory limit"));
   options.max_memory = 4 * actual;
   CHECK_NOTHROW(load_topology(cluster, options));
   options.max_memory = 0;  // no limit
   CHECK_NOTHROW(load_topology(cluster, options));
+}
+
+TEST_CASE("a rack entry with an error is not expanded") {
+  // Expanded, the first entry would make "r1" and the second would be a duplicate.
+  const auto ds = errors_of(R"({"racks": [{"name": "r{i}", "count": 2, "kind": "gpu"},
+      {"name": "r1"}], "nodes": [{"name": "g", "kind": "gpu"}]})");
+  INFO(dump(ds));
+  CHECK(has_error(ds, "/racks/0/kind", {"unknown key"}));
+  CHECK(ds.size() == 1);
 }
