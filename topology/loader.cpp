@@ -468,10 +468,15 @@ class Loader {
     const auto limit = static_cast<double>(options_.max_memory);
     if (p.bytes() <= limit) return;
     const bool groups = p.size.groups > 0;
+    const auto count = [](double n, const char* one, const char* many) {
+      return fmt::format("{:.3g} {}", n, n == 1 ? one : many);
+    };
+    const std::string nodes = count(p.size.nodes, "node", "nodes");
+    const std::string links = count(p.size.links, "directed link", "directed links");
     const std::string parts =
-        groups ? fmt::format("{:.3g} nodes, {:.3g} directed links and {:.3g} racks and servers",
-                             p.size.nodes, p.size.links, p.size.groups)
-               : fmt::format("{:.3g} nodes and {:.3g} directed links", p.size.nodes, p.size.links);
+        groups ? fmt::format("{}, {} and {}", nodes, links,
+                             count(p.size.groups, "rack or server", "racks and servers"))
+               : fmt::format("{} and {}", nodes, links);
     const std::string costs =
         groups ? fmt::format("{} B per node, {} B per link, {} B per rack or server", kBytesPerNode,
                              kBytesPerLink, kBytesPerGroup)

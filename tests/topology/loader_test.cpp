@@ -286,7 +286,7 @@ TEST_CASE("a document whose expansion is estimated above max_memory is refused b
   const std::string racks = R"({"racks": [{"name": "r{i}", "count": 16000000}],
       "nodes": [{"name": "g", "kind": "gpu"}]})";
   CHECK(has_error(errors_of(racks, options), "/racks/0/count",
-                  {"1 nodes, 0 directed links and 1.6e+07 racks and servers",
+                  {"1 node, 0 directed links and 1.6e+07 racks and servers",
                    "160 B per rack or server", "limit of 1.0 GiB"}));
   const std::string servers = R"({"servers": [{"name": "s{i}", "count": 16000000}],
       "nodes": [{"name": "g", "kind": "gpu"}]})";
