@@ -44,9 +44,20 @@ EOF
   echo "$tmp/cluster-$1.json"
 }
 
+# The speed of this shared machine moves by 10-60 % from one hour to the next, and it reports
+# no steal time, so the table is framed by a fixed piece of work: the 1024-GPU ECMP ring at
+# k = 1 (6.3 M events, about 7.8 G instructions), CPU seconds, the median of 5 runs. Two tables
+# whose references differ ran at different speeds; compare them row by row only after
+# dividing by it, and judge changes on paired runs.
+speed_reference() {
+  "$bench" --case reference --topology configs/cluster-1024.json --size 1GiB --chunks 1 \
+    --repeat 5 | awk -F'|' '{ split($7, cpu, " "); print cpu[1] }'
+}
+
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m) $(nproc) cores," \
   "load $(cut -d' ' -f1-3 /proc/loadavg), $(git rev-parse --short HEAD 2>/dev/null || echo '?')," \
   "runs per row: $trepeat, the median reported"
+echo "# speed reference (1024-GPU ECMP ring, 1 GiB, k = 1, CPU s, median of 5): $(speed_reference) at the start"
 echo
 "$bench" --header --case "1024 GPUs (cluster-1024), ring, 1 GiB, k = 8" \
   --topology configs/cluster-1024.json --size 1GiB --chunks 8 --repeat "$trepeat" --max-wall 5 \
@@ -122,6 +133,8 @@ if [[ ${BIG:-0} == 1 ]]; then
     --topology "$(cluster 131072)" --algorithm tree --size 1GiB --chunks 8 \
     --repeat "$trepeat" --max-wall 60 --max-mib 16384
 fi
+echo
+echo "# speed reference: $(speed_reference) at the end"
 [[ ${DETAIL:-1} == 1 ]] || exit 0
 echo
 "$bench" --gpus 8 --size 1GiB --chunks 8 --repeat 5 --header
