@@ -20,7 +20,7 @@ set -euo pipefail
 build=${1:-build/release}
 bench=$build/bench/bench_engine
 if [[ ! -x $bench ]]; then
-  echo "run.sh: $bench not found; build it with: cmake --build $build --target bench_engine" >&2
+  echo "run.sh: $bench not found; build it with: cmake --build $build --target bench_engine bench_memory" >&2
   exit 2
 fi
 repeat=${REPEAT:-3}
@@ -53,11 +53,24 @@ speed_reference() {
   "$bench" --case reference --topology configs/cluster-1024.json --size 1GiB --chunks 1 \
     --repeat 5 | awk -F'|' '{ split($7, cpu, " "); print cpu[1] }'
 }
+# Its memory can be slow while its cores are fast, and the largest rows wait on memory: the
+# second reference is the latency of one dependent load over 256 MiB of random cache lines.
+memory_reference() {
+  if [[ -x $build/bench/bench_memory ]]; then
+    echo "$("$build/bench/bench_memory") ns"
+  else
+    echo "not measured (build the bench_memory target)"
+  fi
+}
+references() {
+  echo "# speed reference (1024-GPU ECMP ring, 1 GiB, k = 1, CPU s, median of 5): $(speed_reference) at the $1"
+  echo "# memory reference (one dependent load over 256 MiB, median of 5): $(memory_reference) at the $1"
+}
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(uname -m) $(nproc) cores," \
   "load $(cut -d' ' -f1-3 /proc/loadavg), $(git rev-parse --short HEAD 2>/dev/null || echo '?')," \
   "runs per row: $trepeat, the median reported"
-echo "# speed reference (1024-GPU ECMP ring, 1 GiB, k = 1, CPU s, median of 5): $(speed_reference) at the start"
+references start
 echo
 "$bench" --header --case "1024 GPUs (cluster-1024), ring, 1 GiB, k = 8" \
   --topology configs/cluster-1024.json --size 1GiB --chunks 8 --repeat "$trepeat" --max-wall 5 \
@@ -134,7 +147,7 @@ if [[ ${BIG:-0} == 1 ]]; then
     --repeat "$trepeat" --max-wall 60 --max-mib 16384
 fi
 echo
-echo "# speed reference: $(speed_reference) at the end"
+references end
 [[ ${DETAIL:-1} == 1 ]] || exit 0
 echo
 "$bench" --gpus 8 --size 1GiB --chunks 8 --repeat 5 --header
