@@ -14,6 +14,8 @@
 #include <random>
 #include <vector>
 
+#include "topology/huge_pages.hpp"
+
 namespace {
 
 // Where each chase leaves its last index: a volatile store, so the loop is not removed.
@@ -23,7 +25,10 @@ struct alignas(64) Line {
   std::uint32_t next = 0;
 };
 
-std::vector<Line> random_cycle(std::size_t lines) {
+// On 2 MiB pages when huge pages are advised for hot arrays, as the engine's records are.
+using Buffer = std::vector<Line, collsim::HugePageAllocator<Line, collsim::huge_pages::Use::hot>>;
+
+Buffer random_cycle(std::size_t lines) {
   std::vector<std::uint32_t> order(lines);
   for (std::size_t i = 0; i < lines; ++i) order[i] = static_cast<std::uint32_t>(i);
   std::mt19937_64 rng(20261205);
@@ -32,13 +37,13 @@ std::vector<Line> random_cycle(std::size_t lines) {
     std::uniform_int_distribution<std::size_t> pick(0, i - 1);
     std::swap(order[i], order[pick(rng)]);
   }
-  std::vector<Line> buffer(lines);
+  Buffer buffer(lines);
   for (std::size_t i = 0; i < lines; ++i) buffer[i].next = order[i];
   return buffer;
 }
 
 // Nanoseconds per load over `loads` dependent loads.
-double chase(const std::vector<Line>& buffer, std::uint64_t loads) {
+double chase(const Buffer& buffer, std::uint64_t loads) {
   std::uint32_t at = 0;
   const auto start = std::chrono::steady_clock::now();
   for (std::uint64_t i = 0; i < loads; ++i) at = buffer[at].next;
@@ -59,9 +64,14 @@ int main(int argc, char** argv) {
   app.add_option("--loads", loads, "Dependent loads per run")
       ->check(CLI::Range(1000, 1'000'000'000));
   app.add_option("--repeat", repeat, "Runs; the median is printed")->check(CLI::Range(1, 100));
+  bool huge = false;
+  app.add_flag("--huge-pages", huge,
+               "Ask for 2 MiB pages (MADV_HUGEPAGE), as the engine does for its hot arrays");
   CLI11_PARSE(app, argc, argv);
+  collsim::huge_pages::set_advice(huge ? collsim::huge_pages::Advice::hot
+                                       : collsim::huge_pages::Advice::off);
 
-  const std::vector<Line> buffer = random_cycle(mib * 1024 * 1024 / sizeof(Line));
+  const Buffer buffer = random_cycle(mib * 1024 * 1024 / sizeof(Line));
   std::vector<double> ns;
   for (int i = 0; i < repeat; ++i) ns.push_back(chase(buffer, loads));
   std::sort(ns.begin(), ns.end());
