@@ -13,6 +13,7 @@
 #include "tests/common/op_builders.hpp"
 #include "tests/common/same_run.hpp"
 #include "tests/common/shipped_machines.hpp"
+#include "tests/common/sizes.hpp"
 #include "topology/error.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
@@ -22,7 +23,7 @@ using namespace collsim::sched;
 
 namespace {
 
-constexpr Bytes MiB = Bytes{1} << 20;
+using test::MiB;
 
 // A plan on `ranks` ranks whose ops are added by the caller; ranks bound to node ids 0..ranks-1
 // (plan_windows reads no topology).

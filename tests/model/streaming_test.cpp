@@ -9,6 +9,7 @@
 #include "sim/engine.hpp"
 #include "tests/common/same_run.hpp"
 #include "tests/common/shipped_machines.hpp"
+#include "tests/common/sizes.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
 
@@ -17,7 +18,7 @@ using namespace collsim::sched;
 
 namespace {
 
-constexpr Bytes MiB = Bytes{1} << 20;
+using test::MiB;
 
 struct Streamed {
   sim::Result result;

@@ -14,6 +14,7 @@
 #include "sim/engine.hpp"
 #include "sim/rotation.hpp"
 #include "tests/common/clusters.hpp"
+#include "tests/common/sizes.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
 
@@ -22,7 +23,7 @@ using namespace collsim::sched;
 
 namespace {
 
-constexpr Bytes MiB = Bytes{1} << 20;
+using test::MiB;
 
 std::string read(const char* name) {
   return test::read_file(std::string(COLLSIM_SOURCE_DIR) + "/configs/" + name);

@@ -16,7 +16,7 @@ using namespace collsim::sim::testing;
 
 namespace {
 
-const topo::Topology& config(const char* name) {
+const topo::Topology& loaded_config(const char* name) {
   static std::map<std::string, topo::Topology> loaded;
   auto it = loaded.find(name);
   if (it == loaded.end())
@@ -59,7 +59,7 @@ TEST_CASE("tied links give the untied run of every algorithm, bit for bit", "[mo
   };
   for (const Case c :
        {Case{"cluster-1024.json", 128}, Case{"t4x4-pcie.json", 4}, Case{"dgx-h100.json", 8}}) {
-    const topo::Topology& t = config(c.config);
+    const topo::Topology& t = loaded_config(c.config);
     const topo::Router router(t);
     const std::vector<topo::NodeId> gpus(t.gpus().begin(), t.gpus().begin() + c.gpus);
     for (const Algorithm a : {Algorithm::ring, Algorithm::tree, Algorithm::hier, Algorithm::rhd,
@@ -87,7 +87,7 @@ TEST_CASE("tied links give the untied run of every algorithm, bit for bit", "[mo
 TEST_CASE("tied links give the untied run with capacity changes and background traffic",
           "[model][tied]") {
   // A link whose capacity changes is never tied; a background flow's route ties like any.
-  const topo::Topology& t = config("cluster-1024.json");
+  const topo::Topology& t = loaded_config("cluster-1024.json");
   const topo::Router router(t);
   const std::vector<topo::NodeId> gpus(t.gpus().begin(), t.gpus().begin() + 64);
   PlanRequest req;

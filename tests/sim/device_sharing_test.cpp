@@ -16,9 +16,9 @@ namespace {
 
 constexpr double kEvent = 3e-6;
 
-struct TwoGpus {
+struct TwoGpusWithEvents {
   topo::Topology topology;
-  TwoGpus(double event_latency, double memory_bandwidth = kUnlimited) {
+  TwoGpusWithEvents(double event_latency, double memory_bandwidth = kUnlimited) {
     for (const char* name : {"gpu0", "gpu1"}) {
       const auto id = add_gpu(topology, name);
       topology.node(id).event_latency = event_latency;
@@ -38,7 +38,7 @@ double op_end(const sim::Result& r, sched::OpId op) {
   return r.ops.at(op).end;
 }
 
-sim::Result run(const TwoGpus& t, const sched::Plan& plan) {
+sim::Result run(const TwoGpusWithEvents& t, const sched::Plan& plan) {
   const topo::Router router(t.topology);
   sim::Options options;
   options.record_ops = true;
@@ -49,7 +49,7 @@ sim::Result run(const TwoGpus& t, const sched::Plan& plan) {
 
 TEST_CASE("event latency: an edge between streams waits for it, stream order does not",
           "[sim][event]") {
-  const TwoGpus t(kEvent);
+  const TwoGpusWithEvents t(kEvent);
   auto plan = t.plan();
   const auto a = plan.add(test::delay_op(0, 1e-6, 0));
   const auto same = plan.add(test::delay_op(0, 2e-6, 0));            // stream order after a
@@ -61,14 +61,14 @@ TEST_CASE("event latency: an edge between streams waits for it, stream order doe
   CHECK(op_end(r, remote) == Approx(3e-6 + kEvent + 2e-6).epsilon(1e-12));
 
   // Without the latency every edge is free: the same plan on GPUs without it.
-  const auto free = run(TwoGpus(0), plan);
+  const auto free = run(TwoGpusWithEvents(0), plan);
   CHECK(op_end(free, other) == Approx(1e-6 + 2e-6).epsilon(1e-12));
   CHECK(op_end(free, remote) == Approx(3e-6 + 2e-6).epsilon(1e-12));
 }
 
 TEST_CASE("event latency: a transfer ends on the receiver's stream, the sender hears later",
           "[sim][event]") {
-  const TwoGpus t(kEvent);
+  const TwoGpusWithEvents t(kEvent);
   auto plan = t.plan();
   const Bytes bytes = 10000;  // 1 us on the 10 GB/s link, after its 1 us latency
   const auto [send, recv] = add_transfer(plan, 0, 1, bytes);
@@ -92,7 +92,7 @@ TEST_CASE("event latency: a streamed batch waits it out after ops that ended bef
   // the latency. Batch 3: b after c, also waiting for a, across streams: the latency from a's
   // end; b2 after c2, also waiting for the send, which ran on b2's stream (a transfer runs on
   // its receiver's): no latency.
-  const TwoGpus t(kEvent);
+  const TwoGpusWithEvents t(kEvent);
   const Bytes bytes = 5000;  // 0.5 us on the 10 GB/s link, after its 1 us latency
   sched::OpId a = 0, b = 0, b2 = 0;
   const auto build = [&](sched::Plan& plan, const std::function<void()>& batch) {
@@ -128,7 +128,7 @@ TEST_CASE("event latency: a streamed batch waits it out after ops that ended bef
 TEST_CASE("memory owner: virtual ranks on one device share its memory", "[sim][memory]") {
   const double memory = 300e9;
   const Bytes bytes = 1 << 20;
-  auto plan_of = [&](const TwoGpus& t) {
+  auto plan_of = [&](const TwoGpusWithEvents& t) {
     auto plan = t.plan();
     plan.add(reduce_op(0, bytes));
     plan.add(reduce_op(1, bytes));
@@ -136,10 +136,10 @@ TEST_CASE("memory owner: virtual ranks on one device share its memory", "[sim][m
   };
   // Each reduction moves 3 bytes of memory traffic per byte.
   const double alone = 3.0 * static_cast<double>(bytes) / memory;
-  const TwoGpus own(0, memory);
+  const TwoGpusWithEvents own(0, memory);
   CHECK(run(own, plan_of(own)).time == Approx(alone).epsilon(1e-12));
 
-  TwoGpus shared(0, memory);
+  TwoGpusWithEvents shared(0, memory);
   shared.topology.node(1).memory_owner = 0;
   CHECK(run(shared, plan_of(shared)).time == Approx(2 * alone).epsilon(1e-12));
 
