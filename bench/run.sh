@@ -29,20 +29,7 @@ trepeat=${TARGET_REPEAT:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# configs/cluster-1024.json scaled to N GPUs: same servers and rail-optimised fabric, N/8 servers
-# in racks of 4.
-cluster() {
-  python3 - "$1" "$tmp/cluster-$1.json" <<'EOF'
-import json, sys
-n, out = int(sys.argv[1]), sys.argv[2]
-d = json.load(open("configs/cluster-1024.json"))
-d["name"] = f"cluster-{n}"
-d["servers"][0]["count"] = n // 8
-d["racks"][0]["count"] = max(1, n // 32)
-json.dump(d, open(out, "w"))
-EOF
-  echo "$tmp/cluster-$1.json"
-}
+source "$(dirname "$0")/cluster.sh"
 
 # The speed of this shared machine moves by 10-60 % from one hour to the next, and it reports
 # no steal time, so the table is framed by a fixed piece of work: the 1024-GPU ECMP ring at

@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
-# How the cost of generate + simulate grows with p, k and message size: ring allreduce on the
-# uniform ring machine of bench_engine, three or more points per parameter, and the exponent b of
-# a least-squares fit CPU seconds ~ a * x^b (and the same for events and peak RSS), for the run
-# streamed as the command line does it (generated while simulated) and for the whole plan.
+# How the cost of generate + simulate grows with p, k and message size, with the exponent b of a
+# least-squares fit y ~ a * x^b for events, CPU seconds and peak RSS, over all points of a
+# parameter and between each pair of neighbouring points (growth that is not one power law,
+# such as caches running out, shows there).
 #
-#   bench/scaling.sh [build-dir]        (default: build/release)
+#   bench/scaling.sh [build-dir]              (default: build/release)
+#   REPEAT=N bench/scaling.sh [build-dir]     runs per point, the median reported (3)
+#   CLUSTER=1 bench/scaling.sh [build-dir]    also the cluster series: ECMP ring allreduce of
+#                                             1 GiB at k = 1 on 1024-8192 GPUs, and tree at
+#                                             k = 8 on 1024-16,384 GPUs (about 8 minutes)
+#   CLUSTER=1 BIG=1 bench/scaling.sh          and the tree on 131,072 GPUs (about 3 GiB, 5 more
+#                                             minutes)
+#
+# The uniform series run ring allreduce on bench_engine's uniform ring machine: p at 1 GiB and
+# k = 8, k at 128 GPUs and 1 GiB, size at 128 GPUs and k = 8; each streamed, as the command line
+# runs it, and with the whole plan (--whole).
 set -euo pipefail
 build=${1:-build/release}
 bench=$build/bench/bench_engine
 [[ -x $bench ]] || { echo "scaling.sh: $bench not found" >&2; exit 2; }
+repeat=${REPEAT:-3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/cluster.sh"
 
 run() {  # label x args... -> "label x events cpu_s wall_s peak_mib"
   local label=$1 x=$2
   shift 2
-  "$bench" --case "$label" --repeat 1 "$@" |
+  "$bench" --case "$label" --repeat "$repeat" "$@" |
     awk -F'|' -v l="$label" -v x="$x" '{split($6, w, " "); split($7, c, " ");
       printf "%s %s %s %s %s %s\n", l, x, $4, c[1], w[1], $8}'
 }
@@ -30,6 +44,17 @@ run() {  # label x args... -> "label x events cpu_s wall_s peak_mib"
       run "size_MiB/$mode" "$s" --gpus 128 --size "${s}MiB" --chunks 8 "${extra[@]}"
     done
   done
+  if [[ ${CLUSTER:-0} == 1 ]]; then
+    for p in 1024 2048 4096 8192; do
+      run "p/cluster-ring-k1" "$p" --topology "$(cluster "$p")" --size 1GiB --chunks 1
+    done
+    trees=(1024 4096 16384)
+    [[ ${BIG:-0} == 1 ]] && trees+=(131072)
+    for p in "${trees[@]}"; do
+      run "p/cluster-tree-k8" "$p" --topology "$(cluster "$p")" --algorithm tree --size 1GiB \
+        --chunks 8
+    done
+  fi
 } | python3 -c '
 import math, sys
 rows = [l.split() for l in sys.stdin if l.strip()]
@@ -38,8 +63,8 @@ print("|---|---:|---:|---:|---:|---:|")
 for r in rows:
     print(f"| {r[0]} | {r[1]} | {int(r[2]):,} | {float(r[3]):.3f} | {float(r[4]):.3f} | {float(r[5]):.0f} |")
 print()
-print("| parameter | exponent of events | exponent of CPU s | exponent of peak RSS |")
-print("|---|---:|---:|---:|")
+print("| parameter | exponent of events | exponent of CPU s | exponent of peak RSS | CPU s exponent between neighbours |")
+print("|---|---:|---:|---:|---|")
 def fit(xs, ys):
     lx = [math.log(x) for x in xs]; ly = [math.log(max(y, 1e-9)) for y in ys]
     mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
@@ -47,6 +72,9 @@ def fit(xs, ys):
 for name in dict.fromkeys(r[0] for r in rows):
     sel = [r for r in rows if r[0] == name]
     xs = [float(r[1]) for r in sel]
-    print(f"| {name} | {fit(xs, [float(r[2]) for r in sel]):.2f} | "
-          f"{fit(xs, [float(r[3]) for r in sel]):.2f} | {fit(xs, [float(r[5]) for r in sel]):.2f} |")
+    cpu = [float(r[3]) for r in sel]
+    local = ", ".join(f"{sel[i][1]}-{sel[i + 1][1]}: {fit(xs[i:i + 2], cpu[i:i + 2]):.2f}"
+                      for i in range(len(sel) - 1))
+    print(f"| {name} | {fit(xs, [float(r[2]) for r in sel]):.2f} | {fit(xs, cpu):.2f} | "
+          f"{fit(xs, [float(r[5]) for r in sel]):.2f} | {local} |")
 '
