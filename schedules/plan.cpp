@@ -106,10 +106,6 @@ std::uint64_t Plan::pack(Region r) {
   return (std::uint64_t{static_cast<std::uint8_t>(r.buffer)} << 56) | r.offset;
 }
 
-Region Plan::unpack(std::uint64_t v) {
-  return Region{static_cast<BufferId>(v >> 56), v & ((std::uint64_t{1} << 56) - 1)};
-}
-
 void Plan::reserve(std::size_t ops, std::size_t deps, std::size_t reduces) {
   rows_.reserve(ops);
   reduce_.reserve(reduces);
@@ -224,29 +220,6 @@ Bytes Plan::wide_bytes(OpId id) const {
       std::lower_bound(wide_.begin(), wide_.end(), id,
                        [](const std::pair<OpId, Bytes>& w, OpId v) { return w.first < v; });
   return it->second;
-}
-
-Region Plan::src(OpId id) const {
-  switch (kind(id)) {
-    case OpKind::send:
-      return unpack(rows_[id].a);
-    case OpKind::copy:
-      return unpack(rows_[id].b);
-    case OpKind::reduce:
-      return unpack(reduce_operands(id)[0]);
-    default:
-      return Region{};
-  }
-}
-
-Region Plan::src2(OpId id) const {
-  return kind(id) == OpKind::reduce ? unpack(reduce_operands(id)[1]) : Region{};
-}
-
-Region Plan::dst(OpId id) const {
-  const OpKind k = kind(id);
-  return k == OpKind::recv || k == OpKind::reduce || k == OpKind::copy ? unpack(rows_[id].a)
-                                                                       : Region{};
 }
 
 Op Plan::op(OpId id) const {

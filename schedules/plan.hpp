@@ -158,24 +158,97 @@ class Plan {
     const OpKind k = kind(id);
     return k == OpKind::compute || k == OpKind::delay ? std::bit_cast<double>(rows_[id].a) : 0.0;
   }
-  Region src(OpId id) const;
-  Region src2(OpId id) const;
-  Region dst(OpId id) const;
-  std::span<const OpId> deps(OpId id) const {
-    const std::uint32_t& v = rows_[id].dep;
-    if (v == kNoOp) return {};
-    if (!(v & kManyDeps)) return {&v, 1};
-    const std::size_t g = (v & ~kManyDeps) - group_base_;
-    return {deps_.data() + (dep_begin_[g] - deps_base_),
-            deps_.data() + (dep_begin_[g + 1] - deps_base_)};
+  // Inline, as the other accessors: the engine reads a transfer's buffers to route it.
+  Region src(OpId id) const {
+    switch (kind(id)) {
+      case OpKind::send:
+        return unpack(rows_[id].a);
+      case OpKind::copy:
+        return unpack(rows_[id].b);
+      case OpKind::reduce:
+        return unpack(reduce_operands(id)[0]);
+      default:
+        return Region{};
+    }
   }
+  Region src2(OpId id) const {
+    return kind(id) == OpKind::reduce ? unpack(reduce_operands(id)[1]) : Region{};
+  }
+  Region dst(OpId id) const {
+    const OpKind k = kind(id);
+    return k == OpKind::recv || k == OpKind::reduce || k == OpKind::copy ? unpack(rows_[id].a)
+                                                                         : Region{};
+  }
+  // What the accessors above return for one op, decoded from one read of its row, for a reader
+  // of most of them: each accessor indexes the ring again, and reloads its base and mask after
+  // any store the compiler cannot tell apart from them, which the engine, registering every
+  // field of every op, paid about once per field.
+  struct Fields {
+    OpKind kind = OpKind::compute;
+    RankId rank = 0;
+    StreamId stream = 0;
+    Bytes bytes = 0;
+    OpId partner = kNoOp;
+    RankId peer = kNoRank;
+    // src(id).buffer and dst(id).buffer, but a reduce's src_buffer is left at input: the
+    // buffers that place a transfer's or a copy's ends.
+    BufferId src_buffer = BufferId::input;
+    BufferId dst_buffer = BufferId::input;
+    double seconds = 0;
+    std::span<const OpId> deps;
+  };
+  Fields fields(OpId id) const {
+    const Row& stored = rows_[id];
+    const Row row = stored;
+    Fields f;
+    f.kind = row.kind;
+    f.rank = row.rank;
+    f.stream = row.stream;
+    f.bytes = row.bytes != kWideBytes ? row.bytes : wide_bytes(id);
+    switch (row.kind) {
+      case OpKind::send:
+        f.partner = static_cast<OpId>(row.b);
+        f.peer = static_cast<RankId>(row.b >> 32);
+        f.src_buffer = unpack(row.a).buffer;
+        break;
+      case OpKind::recv:
+        f.partner = static_cast<OpId>(row.b);
+        f.peer = static_cast<RankId>(row.b >> 32);
+        f.dst_buffer = unpack(row.a).buffer;
+        break;
+      case OpKind::reduce:
+        f.dst_buffer = unpack(row.a).buffer;
+        break;
+      case OpKind::copy:
+        f.src_buffer = unpack(row.b).buffer;
+        f.dst_buffer = unpack(row.a).buffer;
+        break;
+      case OpKind::compute:
+      case OpKind::delay:
+        f.seconds = std::bit_cast<double>(row.a);
+        break;
+    }
+    f.deps = deps_of(row.dep, &stored.dep);
+    return f;
+  }
+  std::span<const OpId> deps(OpId id) const { return deps_of(rows_[id].dep, &rows_[id].dep); }
   // Streams used by each rank: 1 + the largest stream id seen for that rank (0 for a rank
   // without ops), in one pass over the ops. Wider than StreamId: a rank may use stream 65535.
   std::vector<std::uint32_t> streams_per_rank() const;
 
  private:
   static std::uint64_t pack(Region r);
-  static Region unpack(std::uint64_t v);
+  static Region unpack(std::uint64_t v) {
+    return Region{static_cast<BufferId>(v >> 56), v & ((std::uint64_t{1} << 56) - 1)};
+  }
+  // The dependencies of a row whose dep word is `v`, stored at `at`.
+  std::span<const OpId> deps_of(std::uint32_t v, const std::uint32_t* at) const {
+    if (v == kNoOp) return {};
+    if (!(v & kManyDeps)) return {at, 1};
+    const std::size_t g = (v & ~kManyDeps) - group_base_;
+    return {deps_.data() + (dep_begin_[g] - deps_base_),
+            deps_.data() + (dep_begin_[g + 1] - deps_base_)};
+  }
   bool transfer(OpId id) const {
     const OpKind k = kind(id);
     return k == OpKind::send || k == OpKind::recv;

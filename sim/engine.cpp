@@ -166,7 +166,7 @@ class Engine {
   }
   // Whether a matched send and recv name each other's ranks, in a rotated plan up to moving
   // the transfer by a multiple of the rotation.
-  bool ends_agree(OpId send, OpId recv) const;
+  bool ends_agree(const sched::Plan::Fields& send, const sched::Plan::Fields& recv) const;
 
   void ready(OpId op);
   void start_transfer(OpId send, OpId recv);
@@ -462,41 +462,45 @@ bool Engine::add_records(OpId from, OpId n) {
   };
   ops_.reserve(n - ops_.front());
   bool queues = false;
+  const RankId held = plan_.ranks_held();
   for (OpId op = from; op < n; ++op) {
+    // The row read once, the record written once: the checks below read the locals, which
+    // stores into the record cannot change.
+    const sched::Plan::Fields f = plan_.fields(op);
+    const OpKind k = f.kind;
+    const Bytes bytes = f.bytes;
     OpRecord& r = ops_.emplace_back();
-    r.rank = plan_.rank(op);
-    r.kind = plan_.kind(op);
-    r.partner = plan_.partner(op);
-    r.stream = plan_.stream(op);
-    const Bytes bytes = plan_.bytes(op);
+    r.rank = f.rank;
+    r.kind = k;
+    r.partner = f.partner;
+    r.stream = f.stream;
     r.bytes = bytes < kWideBytes ? static_cast<std::uint32_t>(bytes) : kWideBytes;
-    if (r.rank >= p) {
+    if (f.rank >= p) {
       sink.error(fmt::format("/ops/{}", op),
                  fmt::format("op {} belongs to rank {}, but the plan has {} ranks (0..{})", op,
-                             r.rank, p, p == 0 ? 0 : p - 1));
+                             f.rank, p, p == 0 ? 0 : p - 1));
       continue;
     }
-    if (r.rank >= plan_.ranks_held())
+    if (f.rank >= held)
       throw InternalError(
           fmt::format("op {} of rank {} in a plan rotated by {}, which holds "
                       "ranks 0..{} only",
-                      op, r.rank, plan_.rotation, plan_.rotation - 1));
-    for (OpId d : plan_.deps(op))
+                      op, f.rank, plan_.rotation, plan_.rotation - 1));
+    for (OpId d : f.deps)
       if (d >= n)
         error(op,
               fmt::format("depends on op {}, which does not exist (the plan has {} ops)", d, n));
-    const OpKind k = r.kind;
     if (k == OpKind::compute || k == OpKind::delay)
-      extra_[op] = plan_.seconds(op);
-    else if (has_extra(r))
-      extra_[op] = static_cast<double>(bytes);  // exact: at most kMaxSize, 2^50
+      extra_[op] = f.seconds;
+    else if (bytes >= kWideBytes && k != OpKind::recv)  // has_extra(r), from the locals
+      extra_[op] = static_cast<double>(bytes);          // exact: at most kMaxSize, 2^50
     if (bytes > kMaxSize)
       error(op,
             fmt::format("moves {} bytes, more than the limit of {}", bytes, format_size(kMaxSize)));
-    const NodeId gpu = plan_.rank_gpu[r.rank];
+    const NodeId gpu = plan_.rank_gpu[f.rank];
     auto host_missing = [&] { return topo_.host_cpu(gpu) == topo::kNoNode; };
     if (k == OpKind::send || k == OpKind::recv) {
-      const OpId q = r.partner;
+      const OpId q = f.partner;
       const char* other = k == OpKind::send ? "recv" : "send";
       if (q == kNoOp || q >= n) {
         error(op,
@@ -508,41 +512,42 @@ bool Engine::add_records(OpId from, OpId n) {
             fmt::format("{} is matched with op {} of an earlier batch; a "
                         "generator must not end a batch inside a transfer",
                         describe(op), q));
-      if (plan_.partner(q) != op) {
+      const sched::Plan::Fields g = plan_.fields(q);
+      if (g.partner != op) {
         error(op, fmt::format("is matched with {}, which is matched with op {} instead",
-                              describe(q), plan_.partner(q)));
+                              describe(q), g.partner));
         continue;
       }
       // The pair's kinds, ends and sizes are checked once, from the end with the lower id: the
       // other end, already known to name this one back, has nothing new to find.
       if (q >= op) {
-        if (plan_.kind(q) != (k == OpKind::send ? OpKind::recv : OpKind::send)) {
+        if (g.kind != (k == OpKind::send ? OpKind::recv : OpKind::send)) {
           error(op, fmt::format("is matched with {}, which is not a {}", describe(q), other));
           continue;
         }
-        if (!(k == OpKind::send ? ends_agree(op, q) : ends_agree(q, op)))
+        if (!(k == OpKind::send ? ends_agree(f, g) : ends_agree(g, f)))
           error(op,
                 fmt::format("is matched with {}, but their ranks and peers disagree", describe(q)));
-        if (bytes != plan_.bytes(q))
+        if (bytes != g.bytes)
           error(op, fmt::format("moves {} bytes but its matched {} moves {} bytes; both ends of a "
                                 "transfer must agree",
-                                bytes, describe(q), plan_.bytes(q)));
+                                bytes, describe(q), g.bytes));
       }
-      const auto buffer = k == OpKind::send ? plan_.src(op).buffer : plan_.dst(op).buffer;
+      const auto buffer = k == OpKind::send ? f.src_buffer : f.dst_buffer;
       if (sched::memory_of(buffer) == Memory::host && host_missing())
         error(op, fmt::format("uses host memory, but GPU '{}' reaches no CPU; connect a CPU to it "
                               "or use a device buffer",
                               topo_.node(gpu).name));
     } else if (k == OpKind::copy) {
-      const auto ck = sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer);
+      const auto ck = sched::copy_kind(f.src_buffer, f.dst_buffer);
       r.copy = ck;
-      if (ck != CopyKind::host) queues |= copies_may_queue(gpu, r.rank, r.stream);
+      if (ck != CopyKind::host) queues |= copies_may_queue(gpu, f.rank, f.stream);
       if (ck != CopyKind::d2d && host_missing())
         error(op, fmt::format("uses host memory, but GPU '{}' reaches no CPU; connect a CPU to it "
                               "or use a device buffer",
                               topo_.node(gpu).name));
     } else if (k == OpKind::compute || k == OpKind::delay) {
-      const double s = plan_.seconds(op);
+      const double s = f.seconds;
       if (!(s >= 0 && s <= kMaxDuration))
         error(op,
               fmt::format("lasts {} s; expected a duration between 0 and {} s", s, kMaxDuration));
@@ -568,10 +573,10 @@ bool Engine::copies_may_queue(topo::NodeId gpu, RankId rank, sched::StreamId str
   return copies_queue_ = copy_lanes_on_[gpu] > engines;
 }
 
-bool Engine::ends_agree(OpId send, OpId recv) const {
+bool Engine::ends_agree(const sched::Plan::Fields& send, const sched::Plan::Fields& recv) const {
   const RankId p = plan_.num_ranks();
-  const RankId from = plan_.rank(send), to = plan_.peer(send);
-  const RankId image_to = plan_.rank(recv), image_from = plan_.peer(recv);
+  const RankId from = send.rank, to = send.peer;
+  const RankId image_to = recv.rank, image_from = recv.peer;
   if (plan_.rotation == 0) return to == image_to && from == image_from;
   if (to >= p || image_from >= p) return false;
   const RankId moved = (to + p - image_to) % p;
