@@ -138,7 +138,6 @@ OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
   s.bytes = bytes;
   s.src = send_src;
   s.peer = to;
-  const OpId sid = at_src ? plan_.add(s, send_deps) : kNoOp;
   Op r;
   r.kind = OpKind::recv;
   r.rank = to;
@@ -148,11 +147,15 @@ OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
   r.peer = from;
   // A staged recv lands in a fresh host region, so only the final copy waits for `dst`.
   const bool direct_dst = recv_dst == dst;
-  const OpId rid = at_dst ? plan_.add(r, direct_dst ? after_dst : std::span<const OpId>{}) : kNoOp;
-  if (at_src && at_dst)
-    plan_.match(sid, rid);
-  else
+  const std::span<const OpId> recv_deps = direct_dst ? after_dst : std::span<const OpId>{};
+  OpId rid = kNoOp;
+  if (at_src && at_dst) {
+    rid = plan_.add_transfer(s, send_deps, r, recv_deps) + 1;
+  } else {
+    const OpId sid = at_src ? plan_.add(s, send_deps) : kNoOp;
+    rid = at_dst ? plan_.add(r, recv_deps) : kNoOp;
     pair_up(from, to, at_src ? sid : rid, at_src);
+  }
   if (!at_dst) return kNoOp;
   if (direct_dst) return rid;
 

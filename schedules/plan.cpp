@@ -114,6 +114,34 @@ void Plan::reserve(std::size_t ops, std::size_t deps, std::size_t reduces) {
   deps_.reserve(deps);
 }
 
+[[gnu::always_inline]] inline OpId Plan::append(Row& row, OpId id, Bytes bytes,
+                                                std::span<const OpId> deps) {
+  if (bytes < kWideBytes) {
+    row.bytes = static_cast<std::uint32_t>(bytes);
+  } else {
+    row.bytes = kWideBytes;
+    wide_.emplace_back(id, bytes);
+  }
+  std::size_t count = 0;
+  OpId first = kNoOp;
+  for (OpId d : deps)
+    if (d != kNoOp && count++ == 0) first = d;
+  if (count == 1 && first < kManyDeps) {
+    row.dep = first;
+  } else if (count != 0) {
+    const std::size_t g = group_base_ + dep_begin_.size() - 1;
+    if (g >= kManyDeps || deps_base_ + deps_.size() + count > kNoOp)
+      throw InternalError("plan has more than 2^31 ops with several dependencies");
+    row.dep = kManyDeps | static_cast<std::uint32_t>(g);
+    for (OpId d : deps)
+      if (d != kNoOp) deps_.push_back(d);
+    dep_begin_.push_back(static_cast<std::uint32_t>(deps_base_ + deps_.size()));
+  }
+  rows_.push_back(row);
+  num_deps_ += count;
+  return id;
+}
+
 OpId Plan::add(const Op& op, std::span<const OpId> deps) {
   if (num_ops() >= kNoOp) throw InternalError("plan has more than 2^32-1 ops");
   const auto id = static_cast<OpId>(num_ops());
@@ -144,30 +172,33 @@ OpId Plan::add(const Op& op, std::span<const OpId> deps) {
       row.a = std::bit_cast<std::uint64_t>(op.seconds);
       break;
   }
-  if (op.bytes < kWideBytes) {
-    row.bytes = static_cast<std::uint32_t>(op.bytes);
-  } else {
-    row.bytes = kWideBytes;
-    wide_.emplace_back(id, op.bytes);
-  }
-  std::size_t count = 0;
-  OpId first = kNoOp;
-  for (OpId d : deps)
-    if (d != kNoOp && count++ == 0) first = d;
-  if (count == 1 && first < kManyDeps) {
-    row.dep = first;
-  } else if (count != 0) {
-    const std::size_t g = group_base_ + dep_begin_.size() - 1;
-    if (g >= kManyDeps || deps_base_ + deps_.size() + count > kNoOp)
-      throw InternalError("plan has more than 2^31 ops with several dependencies");
-    row.dep = kManyDeps | static_cast<std::uint32_t>(g);
-    for (OpId d : deps)
-      if (d != kNoOp) deps_.push_back(d);
-    dep_begin_.push_back(static_cast<std::uint32_t>(deps_base_ + deps_.size()));
-  }
-  rows_.push_back(row);
-  num_deps_ += count;
-  return id;
+  return append(row, id, op.bytes, deps);
+}
+
+OpId Plan::add_transfer(const Op& send, std::span<const OpId> send_deps, const Op& recv,
+                        std::span<const OpId> recv_deps) {
+  // The checks and writes of the three calls, in their order, so that a plan too large or a
+  // region too far throws the same error with the same ops added.
+  if (num_ops() >= kNoOp) throw InternalError("plan has more than 2^32-1 ops");
+  const auto sid = static_cast<OpId>(num_ops());
+  Row s;
+  s.kind = OpKind::send;
+  s.rank = send.rank;
+  s.stream = send.stream;
+  s.a = pack(send.src);
+  s.b = std::uint64_t{send.peer} << 32 | kNoOp;
+  append(s, sid, send.bytes, send_deps);
+  if (num_ops() >= kNoOp) throw InternalError("plan has more than 2^32-1 ops");
+  const auto rid = static_cast<OpId>(num_ops());
+  Row r;
+  r.kind = OpKind::recv;
+  r.rank = recv.rank;
+  r.stream = recv.stream;
+  r.a = pack(recv.dst);
+  r.b = std::uint64_t{recv.peer} << 32 | sid;
+  append(r, rid, recv.bytes, recv_deps);
+  rows_[sid].b = (rows_[sid].b & ~std::uint64_t{0xffffffff}) | rid;
+  return sid;
 }
 
 void Plan::match(OpId send, OpId recv) {

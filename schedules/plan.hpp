@@ -128,6 +128,10 @@ class Plan {
   }
   // Declares that `send` delivers to `recv`: the pair is one transfer.
   void match(OpId send, OpId recv);
+  // add(send, send_deps), add(recv, recv_deps) and match() of the two in one call, which
+  // returns the send's id (the recv's is the next): most ops of a plan are transfers.
+  OpId add_transfer(const Op& send, std::span<const OpId> send_deps, const Op& recv,
+                    std::span<const OpId> recv_deps);
   // Room for `ops` ops (`reduces` of them reductions) and `deps` dependency edges.
   void reserve(std::size_t ops, std::size_t deps, std::size_t reduces = 0);
 
@@ -284,6 +288,8 @@ class Plan {
     OpKind kind = OpKind::compute;
   };
   static_assert(sizeof(Row) == 32);
+  // The part of add() after the kind's words: the byte count, the dependencies, the append.
+  OpId append(Row& row, OpId id, Bytes bytes, std::span<const OpId> deps);
   RingColumn<Row> rows_;
   std::vector<std::pair<OpId, Bytes>> wide_;         // by increasing OpId
   RingColumn<std::array<std::uint64_t, 2>> reduce_;  // src, src2 of each reduce
