@@ -221,10 +221,17 @@ void Plan::drop_before(OpId id) {
   if (id > num_ops()) throw InternalError("Plan::drop_before past the last op");
   std::uint64_t reduces = 0;
   std::uint32_t groups = 0;
-  for (OpId i = first; i < id; ++i) {
-    const Row& row = rows_[i];
-    reduces += row.kind == OpKind::reduce;
-    groups += row.dep != kNoOp && (row.dep & kManyDeps) != 0;
+  if (id == num_ops()) {
+    // Everything goes, as when a streamed run drops each batch it has registered: every
+    // reduction and group not dropped yet, without a pass over the rows.
+    reduces = reduce_.size();
+    groups = static_cast<std::uint32_t>(dep_begin_.size() - 1 - groups_dropped_);
+  } else {
+    for (OpId i = first; i < id; ++i) {
+      const Row& row = rows_[i];
+      reduces += row.kind == OpKind::reduce;
+      groups += row.dep != kNoOp && (row.dep & kManyDeps) != 0;
+    }
   }
   rows_.drop_before(id);
   reduce_.drop_before(reduce_.front() + reduces);
