@@ -131,27 +131,28 @@ OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
   Region recv_dst = dst;
   if (stage && memory_of(dst.buffer) == Memory::device) recv_dst = fresh_host(to, bytes);
 
-  Op s;
-  s.kind = OpKind::send;
-  s.rank = from;
-  s.stream = from_lanes.send;
-  s.bytes = bytes;
-  s.src = send_src;
-  s.peer = to;
-  Op r;
-  r.kind = OpKind::recv;
-  r.rank = to;
-  r.stream = to_lanes.recv;
-  r.bytes = bytes;
-  r.dst = recv_dst;
-  r.peer = from;
   // A staged recv lands in a fresh host region, so only the final copy waits for `dst`.
   const bool direct_dst = recv_dst == dst;
   const std::span<const OpId> recv_deps = direct_dst ? after_dst : std::span<const OpId>{};
   OpId rid = kNoOp;
   if (at_src && at_dst) {
-    rid = plan_.add_transfer(s, send_deps, r, recv_deps) + 1;
+    const Plan::Transfer t{from, to, from_lanes.send, to_lanes.recv, send_src, recv_dst, bytes};
+    rid = plan_.add_transfer(t, send_deps, recv_deps) + 1;
   } else {
+    Op s;
+    s.kind = OpKind::send;
+    s.rank = from;
+    s.stream = from_lanes.send;
+    s.bytes = bytes;
+    s.src = send_src;
+    s.peer = to;
+    Op r;
+    r.kind = OpKind::recv;
+    r.rank = to;
+    r.stream = to_lanes.recv;
+    r.bytes = bytes;
+    r.dst = recv_dst;
+    r.peer = from;
     const OpId sid = at_src ? plan_.add(s, send_deps) : kNoOp;
     rid = at_dst ? plan_.add(r, recv_deps) : kNoOp;
     pair_up(from, to, at_src ? sid : rid, at_src);
@@ -205,15 +206,8 @@ void Builder::throw_unmatched() const {
 OpId Builder::reduce(RankId rank, Region dst, Region a, Region b, Bytes bytes, StreamId stream,
                      std::initializer_list<OpId> deps) {
   if (!holds(rank)) return kNoOp;
-  Op o;
-  o.kind = OpKind::reduce;
-  o.rank = rank;
-  o.stream = stream;
-  o.bytes = bytes;
-  o.dst = dst;
-  o.src = a;
-  o.src2 = b;
-  return plan_.add(o, deps);
+  return plan_.add_reduce(rank, stream, dst, a, b, bytes,
+                          std::span<const OpId>(deps.begin(), deps.size()));
 }
 
 OpId Builder::copy(RankId rank, Region dst, Region src, Bytes bytes, StreamId stream,

@@ -175,7 +175,7 @@ OpId Plan::add(const Op& op, std::span<const OpId> deps) {
   return append(row, id, op.bytes, deps);
 }
 
-OpId Plan::add_transfer(const Op& send, std::span<const OpId> send_deps, const Op& recv,
+OpId Plan::add_transfer(const Transfer& t, std::span<const OpId> send_deps,
                         std::span<const OpId> recv_deps) {
   // The checks and writes of the three calls, in their order, so that a plan too large or a
   // region too far throws the same error with the same ops added.
@@ -183,22 +183,36 @@ OpId Plan::add_transfer(const Op& send, std::span<const OpId> send_deps, const O
   const auto sid = static_cast<OpId>(num_ops());
   Row s;
   s.kind = OpKind::send;
-  s.rank = send.rank;
-  s.stream = send.stream;
-  s.a = pack(send.src);
-  s.b = std::uint64_t{send.peer} << 32 | kNoOp;
-  append(s, sid, send.bytes, send_deps);
+  s.rank = t.from;
+  s.stream = t.send_stream;
+  s.a = pack(t.src);
+  s.b = std::uint64_t{t.to} << 32 | kNoOp;
+  append(s, sid, t.bytes, send_deps);
   if (num_ops() >= kNoOp) throw InternalError("plan has more than 2^32-1 ops");
   const auto rid = static_cast<OpId>(num_ops());
   Row r;
   r.kind = OpKind::recv;
-  r.rank = recv.rank;
-  r.stream = recv.stream;
-  r.a = pack(recv.dst);
-  r.b = std::uint64_t{recv.peer} << 32 | sid;
-  append(r, rid, recv.bytes, recv_deps);
+  r.rank = t.to;
+  r.stream = t.recv_stream;
+  r.a = pack(t.dst);
+  r.b = std::uint64_t{t.from} << 32 | sid;
+  append(r, rid, t.bytes, recv_deps);
   rows_[sid].b = (rows_[sid].b & ~std::uint64_t{0xffffffff}) | rid;
   return sid;
+}
+
+OpId Plan::add_reduce(RankId rank, StreamId stream, Region dst, Region src, Region src2,
+                      Bytes bytes, std::span<const OpId> deps) {
+  if (num_ops() >= kNoOp) throw InternalError("plan has more than 2^32-1 ops");
+  const auto id = static_cast<OpId>(num_ops());
+  Row row;
+  row.kind = OpKind::reduce;
+  row.rank = rank;
+  row.stream = stream;
+  row.a = pack(dst);
+  row.b = reduce_.end();
+  reduce_.push_back({pack(src), pack(src2)});
+  return append(row, id, bytes, deps);
 }
 
 void Plan::match(OpId send, OpId recv) {

@@ -128,10 +128,23 @@ class Plan {
   }
   // Declares that `send` delivers to `recv`: the pair is one transfer.
   void match(OpId send, OpId recv);
-  // add(send, send_deps), add(recv, recv_deps) and match() of the two in one call, which
-  // returns the send's id (the recv's is the next): most ops of a plan are transfers.
-  OpId add_transfer(const Op& send, std::span<const OpId> send_deps, const Op& recv,
+  // A send of `bytes` from `src` on rank `from`, on its stream `send_stream`, to a recv into
+  // `dst` on rank `to`, on its stream `recv_stream`.
+  struct Transfer {
+    RankId from = 0, to = 0;
+    StreamId send_stream = 0, recv_stream = 0;
+    Region src, dst;
+    Bytes bytes = 0;
+  };
+  // Adds the send (after `send_deps`) and the recv (after `recv_deps`) and matches them, as
+  // add(), add() and match() would, in one call that returns the send's id (the recv's is the
+  // next): most ops of a plan are transfers, and building an Op per end cost more than the
+  // rows themselves.
+  OpId add_transfer(const Transfer& t, std::span<const OpId> send_deps,
                     std::span<const OpId> recv_deps);
+  // add() of a reduce op of these fields, without an Op.
+  OpId add_reduce(RankId rank, StreamId stream, Region dst, Region src, Region src2, Bytes bytes,
+                  std::span<const OpId> deps);
   // Room for `ops` ops (`reduces` of them reductions) and `deps` dependency edges.
   void reserve(std::size_t ops, std::size_t deps, std::size_t reduces = 0);
 
