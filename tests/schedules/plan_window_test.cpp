@@ -181,3 +181,97 @@ TEST_CASE("matching a dropped op is refused, not written over a later op's row",
   // Every later row is as it was added: unmatched.
   for (OpId id = 1; id < plan.num_ops(); ++id) CHECK(plan.partner(id) == kNoOp);
 }
+
+TEST_CASE("a window dropped whole keeps growing as the plan it stands for", "[plan][window]") {
+  // A streamed run drops everything it has registered: the reduce operands and dependency
+  // groups the next ops get must follow on from those dropped.
+  const Plan whole = mixed_plan(3000, 4);
+  Plan cuts = mixed_plan(500, 4);
+  const auto at = static_cast<OpId>(cuts.num_ops());
+  cuts.drop_before(at);
+  REQUIRE(cuts.first_op() == at);
+  for (OpId id = at; id < whole.num_ops(); ++id) {
+    const auto deps = whole.deps(id);
+    REQUIRE(cuts.add(whole.op(id), std::vector<OpId>(deps.begin(), deps.end())) == id);
+    if (whole.partner(id) != kNoOp && whole.partner(id) < id) cuts.match(whole.partner(id), id);
+    // Whole again every few hundred ops, after the recv of a transfer.
+    if (id % 300 == 0 && (whole.partner(id) == kNoOp || whole.partner(id) < id)) {
+      for (OpId k = cuts.first_op(); k <= id; ++k) check_same_op(whole, cuts, k);
+      cuts.drop_before(id + 1);
+      REQUIRE(cuts.first_op() == id + 1);
+    }
+  }
+  for (OpId id = cuts.first_op(); id < whole.num_ops(); ++id) check_same_op(whole, cuts, id);
+}
+
+TEST_CASE("add_transfer and add_reduce write what add and match write", "[plan]") {
+  Plan a, b;
+  a.rank_gpu = b.rank_gpu = {0, 1, 2};
+  std::mt19937 rng(3);
+  for (int i = 0; i < 400; ++i) {
+    const auto n = static_cast<OpId>(a.num_ops());
+    std::vector<OpId> send_deps, recv_deps;
+    for (unsigned j = rng() % 4; j > 0 && n > 0; --j) send_deps.push_back(rng() % n);
+    for (unsigned j = rng() % 3; j > 0 && n > 0; --j) recv_deps.push_back(rng() % n);
+    if (rng() % 5 == 0) send_deps.push_back(kNoOp);
+    const Bytes bytes = rng() % 9 == 0 ? (Bytes{3} << 32) + rng() : rng() % 5000;
+    if (rng() % 3 == 0) {
+      Op red;
+      red.kind = OpKind::reduce;
+      red.rank = rng() % 3;
+      red.stream = static_cast<StreamId>(rng() % 4);
+      red.bytes = bytes;
+      red.dst = {BufferId::output, rng() % 1000};
+      red.src = {BufferId::input, rng() % 1000};
+      red.src2 = {BufferId::scratch, rng() % 1000};
+      const OpId x = a.add(red, send_deps);
+      const OpId y =
+          b.add_reduce(red.rank, red.stream, red.dst, red.src, red.src2, bytes, send_deps);
+      REQUIRE(x == y);
+      continue;
+    }
+    Plan::Transfer t;
+    t.from = rng() % 3;
+    t.to = (t.from + 1 + rng() % 2) % 3;
+    t.send_stream = static_cast<StreamId>(rng() % 4);
+    t.recv_stream = static_cast<StreamId>(rng() % 4);
+    t.src = {rng() % 2 ? BufferId::input : BufferId::host, rng() % 1000};
+    t.dst = {rng() % 2 ? BufferId::scratch : BufferId::host, rng() % 1000};
+    t.bytes = bytes;
+    Op s;
+    s.kind = OpKind::send;
+    s.rank = t.from;
+    s.stream = t.send_stream;
+    s.bytes = bytes;
+    s.src = t.src;
+    s.peer = t.to;
+    Op r;
+    r.kind = OpKind::recv;
+    r.rank = t.to;
+    r.stream = t.recv_stream;
+    r.bytes = bytes;
+    r.dst = t.dst;
+    r.peer = t.from;
+    const OpId sid = a.add(s, send_deps);
+    a.match(sid, a.add(r, recv_deps));
+    REQUIRE(b.add_transfer(t, send_deps, recv_deps) == sid);
+  }
+  REQUIRE(a.num_ops() == b.num_ops());
+  REQUIRE(a.num_deps() == b.num_deps());
+  for (OpId id = 0; id < a.num_ops(); ++id) {
+    check_same_op(a, b, id);
+    // Plan::fields reads back what the accessors do.
+    const Plan::Fields f = b.fields(id);
+    CHECK(f.kind == b.kind(id));
+    CHECK(f.rank == b.rank(id));
+    CHECK(f.stream == b.stream(id));
+    CHECK(f.bytes == b.bytes(id));
+    CHECK(f.partner == b.partner(id));
+    CHECK(f.peer == b.peer(id));
+    CHECK(f.dst_buffer == b.dst(id).buffer);
+    if (f.kind != OpKind::reduce) CHECK(f.src_buffer == b.src(id).buffer);
+    CHECK(f.seconds == b.seconds(id));
+    CHECK(f.deps.data() == b.deps(id).data());
+    CHECK(f.deps.size() == b.deps(id).size());
+  }
+}
