@@ -497,8 +497,9 @@ bool Engine::add_records(OpId from, OpId n) {
     if (bytes > kMaxSize)
       error(op,
             fmt::format("moves {} bytes, more than the limit of {}", bytes, format_size(kMaxSize)));
-    const NodeId gpu = plan_.rank_gpu[f.rank];
-    auto host_missing = [&] { return topo_.host_cpu(gpu) == topo::kNoNode; };
+    // Read only where needed: most ops are transfers of device buffers, which never ask.
+    auto gpu = [&] { return plan_.rank_gpu[f.rank]; };
+    auto host_missing = [&] { return topo_.host_cpu(gpu()) == topo::kNoNode; };
     if (k == OpKind::send || k == OpKind::recv) {
       const OpId q = f.partner;
       const char* other = k == OpKind::send ? "recv" : "send";
@@ -537,15 +538,15 @@ bool Engine::add_records(OpId from, OpId n) {
       if (sched::memory_of(buffer) == Memory::host && host_missing())
         error(op, fmt::format("uses host memory, but GPU '{}' reaches no CPU; connect a CPU to it "
                               "or use a device buffer",
-                              topo_.node(gpu).name));
+                              topo_.node(gpu()).name));
     } else if (k == OpKind::copy) {
       const auto ck = sched::copy_kind(f.src_buffer, f.dst_buffer);
       r.copy = ck;
-      if (ck != CopyKind::host) queues |= copies_may_queue(gpu, f.rank, f.stream);
+      if (ck != CopyKind::host) queues |= copies_may_queue(gpu(), f.rank, f.stream);
       if (ck != CopyKind::d2d && host_missing())
         error(op, fmt::format("uses host memory, but GPU '{}' reaches no CPU; connect a CPU to it "
                               "or use a device buffer",
-                              topo_.node(gpu).name));
+                              topo_.node(gpu()).name));
     } else if (k == OpKind::compute || k == OpKind::delay) {
       const double s = f.seconds;
       if (!(s >= 0 && s <= kMaxDuration))
