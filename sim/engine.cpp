@@ -136,7 +136,6 @@ class Engine {
   }
   void prefetch_op(OpId op) const { collsim::prefetch(&ops_[op]); }
   NodeId endpoint(RankId rank, sched::BufferId buffer) const;
-  std::uint32_t lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op);
   std::uint32_t resolve(OpId op);  // sends, d2h and h2d copies
   // A resolved route, flattened: its links are route_links_[begin, end), and those its flows
   // hold in the flow model, one per class of tied links, shared_links_[share_begin, share_end).
@@ -298,7 +297,16 @@ class Engine {
     std::uint32_t index = 0;
   };
   std::vector<RouteCacheEntry> route_cache_;  // by rank
-  std::vector<OpTiming> timing_;              // only when recording or observed
+  // The route index of a transfer or copy of `op`'s rank: the rank's last one when the same, as
+  // it mostly is (inline, so that the common case costs no call), else lookup_new().
+  std::uint32_t lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op) {
+    const RouteKey key{from, to, flow_key};
+    RouteCacheEntry& cached = route_cache_[rec(op).rank];
+    if (cached.key == key) return cached.index;
+    return lookup_new(key, cached, op);
+  }
+  [[gnu::noinline]] std::uint32_t lookup_new(const RouteKey& key, RouteCacheEntry& cached, OpId op);
+  std::vector<OpTiming> timing_;  // only when recording or observed
   // Each rank's GPU's alpha, launch and event latency, reduce traffic for the plan's dtype and
   // memory resource: topology nodes are large records spread over the whole machine, one cache
   // miss per transfer when read in the hot loop.
@@ -696,10 +704,9 @@ NodeId Engine::endpoint(RankId rank, sched::BufferId buffer) const {
   return sched::memory_of(buffer) == Memory::host ? topo_.host_cpu(gpu) : gpu;
 }
 
-std::uint32_t Engine::lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op) {
-  const RouteKey key{from, to, flow_key};
-  RouteCacheEntry& cached = route_cache_[rec(op).rank];
-  if (cached.key == key) return cached.index;
+std::uint32_t Engine::lookup_new(const RouteKey& key, RouteCacheEntry& cached, OpId op) {
+  const NodeId from = key.from, to = key.to;
+  const std::uint64_t flow_key = key.flow_key;
   auto it = routes_.find(key);
   if (it == routes_.end()) {
     const topo::Route* route = nullptr;
