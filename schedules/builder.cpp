@@ -64,18 +64,6 @@ Builder::Builder(const topo::Router& router, Plan& plan, std::size_t element)
     rank_server_.push_back(router.topology().node(gpu).server);
 }
 
-Region Builder::fresh_scratch(RankId rank, Bytes bytes) {
-  Region r{BufferId::scratch, scratch_used_[rank]};
-  scratch_used_[rank] += bytes;
-  return r;
-}
-
-Region Builder::fresh_host(RankId rank, Bytes bytes) {
-  Region r{BufferId::host, host_used_[rank]};
-  host_used_[rank] += bytes;
-  return r;
-}
-
 bool Builder::staged(RankId from, RankId to) const {
   const std::int32_t a = rank_server_[from];
   const std::int32_t b = rank_server_[to];
@@ -201,13 +189,6 @@ void Builder::throw_unmatched() const {
                       " and " + std::to_string(key & 0xffffffffu) +
                       " (moved) without its other end in the same batch; the schedule is "
                       "not symmetric under that rotation");
-}
-
-OpId Builder::reduce(RankId rank, Region dst, Region a, Region b, Bytes bytes, StreamId stream,
-                     std::initializer_list<OpId> deps) {
-  if (!holds(rank)) return kNoOp;
-  return plan_.add_reduce(rank, stream, dst, a, b, bytes,
-                          std::span<const OpId>(deps.begin(), deps.size()));
 }
 
 OpId Builder::copy(RankId rank, Region dst, Region src, Bytes bytes, StreamId stream,

@@ -67,8 +67,17 @@ class Builder {
 
   // A scratch region of `bytes` never used before on `rank`: reusing none removes every
   // write-after-read hazard between pipelined chunks at the price of scratch memory.
-  Region fresh_scratch(RankId rank, Bytes bytes);
-  Region fresh_host(RankId rank, Bytes bytes);
+  // Inline, as reduce(): a ring step calls each once per transfer.
+  Region fresh_scratch(RankId rank, Bytes bytes) {
+    const Region r{BufferId::scratch, scratch_used_[rank]};
+    scratch_used_[rank] += bytes;
+    return r;
+  }
+  Region fresh_host(RankId rank, Bytes bytes) {
+    const Region r{BufferId::host, host_used_[rank]};
+    host_used_[rank] += bytes;
+    return r;
+  }
 
   // True when data between the two ranks' GPUs must be staged through host memory.
   bool staged(RankId from, RankId to) const;
@@ -88,7 +97,11 @@ class Builder {
   }
 
   OpId reduce(RankId rank, Region dst, Region a, Region b, Bytes bytes, StreamId stream,
-              std::initializer_list<OpId> deps);
+              std::initializer_list<OpId> deps) {
+    if (!holds(rank)) return kNoOp;
+    return plan_.add_reduce(rank, stream, dst, a, b, bytes,
+                            std::span<const OpId>(deps.begin(), deps.size()));
+  }
   OpId copy(RankId rank, Region dst, Region src, Bytes bytes, StreamId stream,
             std::initializer_list<OpId> deps);
 
