@@ -122,27 +122,13 @@ OpId Builder::move(RankId from, Region src, RankId to, Region dst, Bytes bytes,
   // A staged recv lands in a fresh host region, so only the final copy waits for `dst`.
   const bool direct_dst = recv_dst == dst;
   const std::span<const OpId> recv_deps = direct_dst ? after_dst : std::span<const OpId>{};
+  const Plan::Transfer t{from, to, from_lanes.send, to_lanes.recv, send_src, recv_dst, bytes};
   OpId rid = kNoOp;
   if (at_src && at_dst) {
-    const Plan::Transfer t{from, to, from_lanes.send, to_lanes.recv, send_src, recv_dst, bytes};
     rid = plan_.add_transfer(t, send_deps, recv_deps) + 1;
   } else {
-    Op s;
-    s.kind = OpKind::send;
-    s.rank = from;
-    s.stream = from_lanes.send;
-    s.bytes = bytes;
-    s.src = send_src;
-    s.peer = to;
-    Op r;
-    r.kind = OpKind::recv;
-    r.rank = to;
-    r.stream = to_lanes.recv;
-    r.bytes = bytes;
-    r.dst = recv_dst;
-    r.peer = from;
-    const OpId sid = at_src ? plan_.add(s, send_deps) : kNoOp;
-    rid = at_dst ? plan_.add(r, recv_deps) : kNoOp;
+    const OpId sid = at_src ? plan_.add(t.send_op(), send_deps) : kNoOp;
+    rid = at_dst ? plan_.add(t.recv_op(), recv_deps) : kNoOp;
     pair_up(from, to, at_src ? sid : rid, at_src);
   }
   if (!at_dst) return kNoOp;

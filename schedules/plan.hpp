@@ -135,6 +135,9 @@ class Plan {
     StreamId send_stream = 0, recv_stream = 0;
     Region src, dst;
     Bytes bytes = 0;
+    // Its two ends as ops, for a plan that holds only one of them (a rotated plan's builder).
+    Op send_op() const;
+    Op recv_op() const;
   };
   // Adds the send (after `send_deps`) and the recv (after `recv_deps`) and matches them, as
   // add(), add() and match() would, in one call that returns the send's id (the recv's is the

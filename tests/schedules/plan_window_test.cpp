@@ -238,20 +238,12 @@ TEST_CASE("add_transfer and add_reduce write what add and match write", "[plan]"
     t.src = {rng() % 2 ? BufferId::input : BufferId::host, rng() % 1000};
     t.dst = {rng() % 2 ? BufferId::scratch : BufferId::host, rng() % 1000};
     t.bytes = bytes;
-    Op s;
-    s.kind = OpKind::send;
-    s.rank = t.from;
-    s.stream = t.send_stream;
-    s.bytes = bytes;
-    s.src = t.src;
-    s.peer = t.to;
-    Op r;
-    r.kind = OpKind::recv;
-    r.rank = t.to;
-    r.stream = t.recv_stream;
-    r.bytes = bytes;
-    r.dst = t.dst;
-    r.peer = t.from;
+    const Op s = t.send_op();
+    const Op r = t.recv_op();
+    REQUIRE((s.kind == OpKind::send && s.rank == t.from && s.peer == t.to &&
+             s.stream == t.send_stream && s.src == t.src && s.bytes == bytes));
+    REQUIRE((r.kind == OpKind::recv && r.rank == t.to && r.peer == t.from &&
+             r.stream == t.recv_stream && r.dst == t.dst && r.bytes == bytes));
     const OpId sid = a.add(s, send_deps);
     a.match(sid, a.add(r, recv_deps));
     REQUIRE(b.add_transfer(t, send_deps, recv_deps) == sid);
