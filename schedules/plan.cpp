@@ -159,10 +159,7 @@ OpId Plan::add(const Op& op, std::span<const OpId> deps) {
       row.b = std::uint64_t{op.peer} << 32 | kNoOp;
       break;
     case OpKind::reduce:
-      row.a = pack(op.dst);
-      row.b = reduce_.end();
-      reduce_.push_back({pack(op.src), pack(op.src2)});
-      break;
+      return add_reduce(op.rank, op.stream, op.dst, op.src, op.src2, op.bytes, deps);
     case OpKind::copy:
       row.a = pack(op.dst);
       row.b = pack(op.src);
