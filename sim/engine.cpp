@@ -410,6 +410,10 @@ class Engine {
   std::uint64_t ops_total() const;  // 0 while a streamed plan is still being generated
   // Options::max_reshared: the next count of flows re-shared at which the limit is checked.
   std::uint64_t next_sharing_check_ = ~std::uint64_t{0};
+  // The counts at the last check after which an op had finished: the pace is read from there.
+  std::uint64_t paced_filled_ = 0;
+  std::uint64_t paced_done_ = 0;
+  double pace_ = 0;  // Result::sharing_pace
   bool over_sharing_limit(std::uint64_t filled);
   double now_ = 0;
   double last_end_ = 0;
@@ -1108,6 +1112,7 @@ Result Engine::collect(StopReason stop) {
   r.stop = stop;
   r.rotation = plan_.rotation;
   r.sharing = flows_.stats();
+  r.sharing_pace = stop == StopReason::sharing_limit ? pace_ : 0;
   const std::size_t links = topo_.num_links();
   r.link_bytes.resize(links);
   r.link_busy.resize(links);
@@ -1282,13 +1287,23 @@ bool Engine::over_sharing_limit(std::uint64_t filled) {
   const std::uint64_t limit = options_.max_reshared;
   if (filled >= limit) return true;
   next_sharing_check_ = std::min(limit, std::max(filled + 1, next_sharing_check_ * 2));
-  // At this pace (flows re-shared per op finished, times the ops of the plan; none before an op
-  // has finished), with a margin: the pace so far overstates the rest where each departure
-  // leaves fewer flows to re-share, by about 2 when they end one by one.
+  // The pace: the flows re-shared so far, plus those re-shared per op finished since the last
+  // check (checks double, so that window holds at least half of the run so far) times the ops
+  // left. Not the pace since the start: a direct allgather's first ops (its local copies and
+  // lone transfers) finish almost free, and the thousands that share the fabric after them
+  // finish one in hundreds of thousands of flows re-shared. Nothing is read before the plan's
+  // op count is known, nor across checks between which no op finished. The margin: the pace
+  // overstates the rest by about 2 where flows end one by one, each leaving fewer to re-share.
   const std::uint64_t total = ops_total();
-  return total > 0 && done_ > 0 &&
-         static_cast<double>(filled) * static_cast<double>(total) >=
-             kPaceMargin * static_cast<double>(limit) * static_cast<double>(done_);
+  if (total == 0 || done_ <= paced_done_) return false;
+  const double per_op =
+      static_cast<double>(filled - paced_filled_) / static_cast<double>(done_ - paced_done_);
+  paced_filled_ = filled;
+  paced_done_ = done_;
+  const double pace = static_cast<double>(filled) + per_op * static_cast<double>(total - done_);
+  if (pace < kPaceMargin * static_cast<double>(limit)) return false;
+  pace_ = pace;
+  return true;
 }
 
 bool Engine::completes_newest(const Event& e) const {

@@ -68,14 +68,15 @@ struct Options {
   std::function<void(const RunProgress&)> progress;
   // The run stops (StopReason::sharing_limit) once bandwidth sharing has re-shared this many
   // flows (SharingStats::filled; a filling takes 0.1 to 2 µs a flow), or earlier on its pace:
-  // checked at a 2048th, a 1024th, ... of it, once an op has finished, when the flows re-shared
-  // per op finished so far, times the plan's ops, reach 4 times it (the pace so far overstates
-  // the rest by about 2 where flows end one by one, each leaving fewer to re-share). Where
-  // thousands of flows share a few resources and end one by one, every event re-shares them
-  // all, and a run that would take hours stops within seconds instead (docs/performance.md,
-  // "Known limits"). The pace is read only once the plan's op count is known (a whole plan, or
-  // a streamed one generated to its end). Decided from counts only: a run stops at the same
-  // event everywhere. 0: no limit.
+  // checked at a 2048th, a 1024th, ... of it, when the flows re-shared so far, plus those
+  // re-shared per op finished since the last check times the ops left, reach 4 times it (the
+  // pace overstates the rest by about 2 where flows end one by one, each leaving fewer to
+  // re-share). Where thousands of flows share a few resources and end one by one, every event
+  // re-shares them all, and a run that would take hours stops within seconds or minutes instead
+  // (docs/performance.md, "Known limits"). The pace is read only once the plan's op count is
+  // known (a whole plan, or a streamed one generated to its end), and only from checks between
+  // which an op finished. Decided from counts only: a run stops at the same event everywhere.
+  // 0: no limit.
   std::uint64_t max_reshared = 0;
   std::string plan_file;  // names the plan in error messages; may be empty
   // Re-share arrivals and departures by region (sim/flow_model.hpp); off, by whole component.
@@ -166,6 +167,9 @@ struct Result {
   std::vector<double> background_end;         // by background index; kUnlimited if unfinished
   std::vector<OpTiming> ops;                  // by OpId when Options::record_ops
   SharingStats sharing;
+  // When the run stopped on its pace for Options::max_reshared: the flows it was on pace to
+  // re-share in all. 0 otherwise (it also stops at the count itself).
+  double sharing_pace = 0;
 };
 
 Result simulate(const topo::Router& router, const sched::Plan& plan, const Options& options = {});

@@ -113,12 +113,9 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   }
   if (result.stop == sim::StopReason::sharing_limit) {
     const double filled = static_cast<double>(result.sharing.filled);
-    const std::string pace =
-        result.sharing.filled >= context.max_reshared || result.ops_total == 0
-            ? std::string()
-            : fmt::format(", on pace for {:.2g}",
-                          filled * static_cast<double>(result.ops_total) /
-                              static_cast<double>(std::max<std::uint64_t>(result.ops_done, 1)));
+    const std::string pace = result.sharing_pace > 0
+                                 ? fmt::format(", on pace for {:.2g}", result.sharing_pace)
+                                 : std::string();
     throw SharingLimit(
         "", "--max-reshared",
         fmt::format("{} {} k={} stopped at simulated {} after re-sharing {:.2g} flows for {} of "
@@ -126,7 +123,7 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
                     "re-shares the flows coupled to it, and where thousands of flows share a "
                     "few resources and end one by one a run takes hours (docs/performance.md, "
                     "\"Known limits\"); use fewer ranks or another algorithm, or raise "
-                    "--max-reshared (0: no limit; 10^7 flows take about a second)",
+                    "--max-reshared (0: no limit; 10^7 flows take 1 to 20 s)",
                     sched::to_string(algorithm), sched::to_string(point.collective), chunks,
                     format_duration(result.time), filled, result.ops_done,
                     result.ops_total == 0 ? std::string("?") : std::to_string(result.ops_total),

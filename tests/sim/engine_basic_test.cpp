@@ -341,9 +341,39 @@ TEST_CASE("a sharing limit stops heavy sharing at the count, or earlier when on 
     CHECK(r.stop == sim::StopReason::sharing_limit);
     CHECK(r.sharing.filled < o.max_reshared / 16);
     CHECK(r.ops_done > 0);
+    CHECK(r.sharing_pace >= 4.0 * static_cast<double>(o.max_reshared));
     // The same counts, so the same stop: runs repeat exactly.
     const auto again = sim::simulate(router, plan, o);
     CHECK(again.events == r.events);
     CHECK(again.time == r.time);
   }
+}
+
+TEST_CASE("the sharing pace is read from the ops finished lately, not from a cheap start",
+          "[sim]") {
+  // 20,000 lone transfers back from gpu1, one after another, cost a filling or two each; the
+  // 3000 shared transfers wait for them, so 40,000 of the 46,000 ops finish almost free before
+  // the first departure re-shares 3000 flows. The pace since the start stays under the limit
+  // until the count itself; the pace since the last check says at once that the run is on pace
+  // for millions.
+  TwoGpus t(1e9, 0);
+  topo::Router router(t.topology);
+  auto plan = t.plan();
+  constexpr std::uint32_t kCheap = 20'000, kShared = 3000;
+  Pair last{};
+  for (std::uint32_t i = 0; i < kCheap; ++i) last = add_transfer(plan, 1, 0, 64, {}, {}, kShared);
+  for (std::uint32_t i = 0; i < kShared; ++i)
+    add_transfer(plan, 0, 1, Bytes{4096} * (i + 1), {last.recv}, {last.send},
+                 static_cast<sched::StreamId>(i));
+  sim::Options o;
+  o.max_reshared = 1'000'000;
+  const auto r = sim::simulate(router, plan, o);
+  CHECK(r.stop == sim::StopReason::sharing_limit);
+  CHECK(r.ops_done > 2 * kCheap);
+  CHECK(r.sharing.filled < o.max_reshared / 2);
+  CHECK(r.sharing_pace >= 4.0 * static_cast<double>(o.max_reshared));
+  // The pace since the start, at the stop, is far under the 4 million it needs.
+  CHECK(static_cast<double>(r.sharing.filled) * static_cast<double>(r.ops_total) /
+            static_cast<double>(r.ops_done) <
+        static_cast<double>(o.max_reshared));
 }
