@@ -127,8 +127,8 @@ void add_common_options(CLI::App& cmd, RunOptions& o, bool sweep) {
   add_max_memory_option(cmd, o.max_memory);
   cmd.add_option("--max-reshared", o.max_reshared,
                  "Stop a simulation once bandwidth sharing has re-shared this many flows, or "
-                 "its pace says it will (about 10^7 flows a second; runs whose flows end one by "
-                 "one on resources that thousands share take hours); 0: no limit")
+                 "its pace says it will (0.5 to 10 million flows a second; runs whose flows "
+                 "end one by one on resources that thousands share take hours); 0: no limit")
       ->capture_default_str();
   cmd.add_flag("--symmetry", o.symmetry,
                "Simulate one rank per orbit when rotating the ranks by some s maps the plan and "
