@@ -413,7 +413,7 @@ class Engine {
   // The counts at the last check after which an op had finished: the pace is read from there.
   std::uint64_t paced_filled_ = 0;
   std::uint64_t paced_done_ = 0;
-  double pace_ = 0;  // Result::sharing_pace
+  double pace_ = 0;  // Result::sharing_pace: 0 unless the pace stopped the run
   bool over_sharing_limit(std::uint64_t filled);
   double now_ = 0;
   double last_end_ = 0;
@@ -1112,7 +1112,7 @@ Result Engine::collect(StopReason stop) {
   r.stop = stop;
   r.rotation = plan_.rotation;
   r.sharing = flows_.stats();
-  r.sharing_pace = stop == StopReason::sharing_limit ? pace_ : 0;
+  r.sharing_pace = pace_;  // set only by the check that stops the run
   const std::size_t links = topo_.num_links();
   r.link_bytes.resize(links);
   r.link_busy.resize(links);
