@@ -36,6 +36,8 @@ std::string_view to_string(StopReason s) {
       return "cancelled";
     case StopReason::sharing_limit:
       return "sharing limit reached";
+    case StopReason::memory_limit:
+      return "memory limit reached";
   }
   return "?";
 }
@@ -415,6 +417,8 @@ class Engine {
   std::uint64_t paced_done_ = 0;
   double pace_ = 0;  // Result::sharing_pace: 0 unless the pace stopped the run
   bool over_sharing_limit(std::uint64_t filled);
+  // Options::max_ops_held, read once a batch or window is registered; sets stop_.
+  bool over_held_limit();
   double now_ = 0;
   double last_end_ = 0;
   std::size_t done_ = 0;
@@ -1498,6 +1502,7 @@ Result Engine::run() {
     last_batch_ = k + 1 == windows.size();
     if (!last_batch_) trigger_ = windows[k + 1].trigger;
     add_ops(windows[k].end);
+    if (over_held_limit()) break;
     advance();
     if (stop_ != StopReason::finished) break;
     forget_finished();
@@ -1505,9 +1510,17 @@ Result Engine::run() {
   return finish();
 }
 
+bool Engine::over_held_limit() {
+  const std::uint64_t limit = options_.max_ops_held;
+  if (limit == 0 || registered_ - ops_base_ <= limit) return false;
+  stop_ = StopReason::memory_limit;
+  return true;
+}
+
 bool Engine::add_batch() {
   last_batch_ = false;
   add_ops(static_cast<OpId>(plan_.num_ops()));
+  if (over_held_limit()) return false;
   // Registered, the batch's ops are read from their records (and extra_) only: the plan keeps
   // no row, and holds no more than the batch the generator is writing.
   growing_->drop_before(registered_);

@@ -78,6 +78,13 @@ struct Options {
   // which an op finished. Decided from counts only: a run stops at the same event everywhere.
   // 0: no limit.
   std::uint64_t max_reshared = 0;
+  // The run stops (StopReason::memory_limit) once it holds the records of more than this many
+  // ops at once (Result::ops_held), checked as each batch of a streamed plan or window of a whole
+  // one is registered. A streamed plan holds the ops from its oldest unfinished one to its newest
+  // step: a window that grows during the run where ranks upstream of a slower link run ahead of
+  // it, up to a quarter or more of the plan, where the same fabric with uniform links holds a
+  // twentieth (tools/resource_guard.hpp). Decided from counts only. 0: no limit.
+  std::uint64_t max_ops_held = 0;
   std::string plan_file;  // names the plan in error messages; may be empty
   // Re-share arrivals and departures by region (sim/flow_model.hpp); off, by whole component.
   // The same rates to 1e-9 either way: off is for tests and measurements.
@@ -118,7 +125,8 @@ enum class StopReason : std::uint8_t {
   event_limit,
   time_limit,
   cancelled,
-  sharing_limit
+  sharing_limit,
+  memory_limit
 };
 std::string_view to_string(StopReason s);
 

@@ -194,6 +194,39 @@ TEST_CASE("streamed runs stop early exactly where the whole plan does", "[model]
   test::check_same_run(sim::simulate(router, whole, by_time), stream(router, req, by_time).result);
 }
 
+TEST_CASE("a streamed run stops once it holds more ops than max_ops_held, and not before",
+          "[model][streaming]") {
+  // hetero-rack's servers differ, so the ranks upstream of its slower links run ahead and the
+  // window of ops held grows during the run.
+  const topo::Topology t = topo::load_topology(test::config_path("hetero-rack.json"));
+  const topo::Router router(t);
+  PlanRequest req;
+  req.algorithm = Algorithm::ring;
+  req.size = 64 * MiB;
+  req.chunks = 8;
+  const sim::Result free = stream(router, req, {}).result;
+  REQUIRE(free.stop == sim::StopReason::finished);
+  REQUIRE(free.ops_held > 100);
+  sim::Options at_most;
+  at_most.max_ops_held = free.ops_held;  // exactly what it needs: the same run
+  test::check_same_run(free, stream(router, req, at_most).result);
+  sim::Options under;
+  under.max_ops_held = free.ops_held - 1;
+  const sim::Result stopped = stream(router, req, under).result;
+  CHECK(stopped.stop == sim::StopReason::memory_limit);
+  CHECK(stopped.ops_held > under.max_ops_held);
+  CHECK(stopped.ops_done < free.ops_done);
+  CHECK(stopped.time <= free.time);
+  // A whole plan registered in windows stops the same way on its records.
+  sim::Options windows;
+  windows.window_ops = 64;
+  const Plan whole = generate(router, req);
+  const sim::Result whole_free = sim::simulate(router, whole, windows);
+  REQUIRE(whole_free.stop == sim::StopReason::finished);
+  windows.max_ops_held = whole_free.ops_held - 1;
+  CHECK(sim::simulate(router, whole, windows).stop == sim::StopReason::memory_limit);
+}
+
 TEST_CASE("streamed runs with capacity changes and background traffic match",
           "[model][streaming]") {
   const topo::Topology t = topo::load_topology(test::config_path("t4x4-pcie.json"));
