@@ -144,7 +144,7 @@ Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std:
   e.bytes_per_op = whole_bytes_per_op(algorithm);
   double held = e.ops;
   if (streamed && p > 1) {
-    // 16 steps and a fifth of the plan (see resource_guard.hpp). Hier: rings of g inside the
+    // 16 steps and a tenth of the plan (see resource_guard.hpp). Hier: rings of g inside the
     // servers and of S along the rails, 2 (g - 1) + 2 (S - 1) steps.
     double steps = collective == sched::Collective::allreduce ? 2 * (p - 1) : p - 1;
     if (algorithm == sched::Algorithm::hier) {
@@ -152,12 +152,19 @@ Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std:
       const double g = std::ceil(p / s);
       steps = std::max(1.0, 2 * (g - 1) + 2 * (s - 1));
     }
-    held = std::min(e.ops, e.ops / steps * 16 + e.ops / 5);
+    held = std::min(e.ops, e.ops / steps * 16 + e.ops / 10);
     e.bytes_per_op = kStreamedBytesPerOp;
   }
   e.held = held;
   e.bytes = e.bytes_per_op * held;
   return e;
+}
+
+std::uint64_t max_ops_held(std::uint64_t limit, unsigned concurrent, double taken) {
+  if (limit == 0) return 0;
+  const double budget = (static_cast<double>(limit) - taken) / std::max(1u, concurrent);
+  return static_cast<std::uint64_t>(
+      std::max(1.0, budget / static_cast<double>(kStreamedBytesPerOp)));
 }
 
 Estimate scaled(const Estimate& e, double share) {

@@ -30,19 +30,20 @@
 // machine whose links differ, ranks upstream of a slower link run ahead of it (per-channel flow
 // control would not stop that: the lead grows by its bound per hop, docs/performance.md), so
 // that window is a share of the plan that grows during the run, not a fixed number of steps.
-// Measured on the rail-optimised cluster, 1 GiB:
-//   ring  72 steps of 2046 at p = 1024, k = 8 (186 MiB); 306 of 4094 at p = 2048, k = 8 (7.5 %);
-//         141 MiB at p = 4096, k = 1 (151 MiB with the 32-byte op records of 2026-11-30, 116
-//         MiB once the plan's columns became rings)
-//   hier  (g = 8, k = 8) 29 steps of 268 at S = 128 (59 MiB), 59 of 524 at S = 256 (204 MiB),
-//         114 of 1036 at S = 512 (677 MiB, 11 %)
-// (Those figures are from before the plan kept only the batch being written, with the plan's
-// rows held for the whole window.) The estimate holds the ops of 16 steps plus a fifth of the
-// plan, at 64 bytes an op held:
-//   memory = 64 B x (ops / steps x 16 + ops / 5)
+// Measured 2026-12-06, 1 GiB, ECMP, ops held at most against the plan's (docs/errors.md):
+//   uniform (the rail-optimised cluster): ring 1.4-4.5 % (p = 1024-2048, k = 1-64), hier
+//         2.2-7.7 % (p = 1024-16,384, k = 1-64)
+//   mixed (half of its servers' PCIe links at 12 GB/s instead of 63): ring 25-29 %, hier
+//         24-29 % (p = 256 and 1024)
+// The estimate holds the ops of 16 steps plus a tenth of the plan, at 64 bytes an op held:
+//   memory = 64 B x (ops / steps x 16 + ops / 10)
+// which covers every uniform point about twice over and admits mixed runs that then hold more;
+// those the engine stops once they hold more than the limit allows (max_ops_held below,
+// sim::Options::max_ops_held), with a message that says so. Until 2026-12-06 the share was a
+// fifth, seven times what the 16,384-GPU hier holds and still under what a mixed machine can.
 // An op held is the engine's 32-byte record in a ring of 2^n records, which rounds up to twice
-// that at most: measured at about 45 bytes an op held for p = 1024, k = 8 (78 MiB for a
-// window of up to 1.47 M ops, beside about 16 MiB of topology and routes).
+// that at most: measured at 40-64 bytes an op held (303 MiB at peak for the 4096-GPU hier's
+// 4.98 M ops held, 1196 MiB for the 16,384-GPU hier's 30.1 M).
 //
 // Staging (a server without "p2p", or several servers without "gpudirect_rdma") turns a transfer
 // into copy, send, receive, copy; that is why it has its own column.
@@ -86,6 +87,11 @@ Estimate scaled(const Estimate& e, double share);
 Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std::uint64_t ranks,
                   std::uint64_t chunks, std::uint64_t servers, bool staged = true,
                   bool streamed = false);
+// The most ops a streamed run may hold at once (sim::Options::max_ops_held) within `limit`
+// bytes shared by `concurrent` runs, besides `taken` bytes of topology, at kStreamedBytesPerOp
+// each; 0 (no limit) when `limit` is 0. The estimate judges a streamed run before it starts; this
+// stops one whose window outgrows it (links that differ).
+std::uint64_t max_ops_held(std::uint64_t limit, unsigned concurrent, double taken);
 // The distinct servers the ranks sit on (GPUs outside any server are not counted).
 std::size_t count_servers(const topo::Topology& topology, std::span<const topo::NodeId> ranks);
 // Whether some transfer between the GPUs of `ranks` is staged through host memory.

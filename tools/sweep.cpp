@@ -54,6 +54,9 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   }
   options.cancel = context.cancel;
   options.max_reshared = context.max_reshared;
+  if (streamed)
+    options.max_ops_held = max_ops_held(context.max_memory, context.concurrent,
+                                        topo::estimated_bytes(context.router->topology()));
   options.max_time = bound;
   sched::Plan plan;
   ModelTermsSum terms(*context.router);
@@ -128,6 +131,30 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
                     format_duration(result.time), filled, result.ops_done,
                     result.ops_total == 0 ? std::string("?") : std::to_string(result.ops_total),
                     pace, static_cast<double>(context.max_reshared)));
+  }
+  if (result.stop == sim::StopReason::memory_limit) {
+    const std::string threads = context.concurrent > 1
+                                    ? fmt::format(" on each of {} threads", context.concurrent)
+                                    : std::string();
+    const double taken = topo::estimated_bytes(context.router->topology());
+    const std::string beside =
+        taken > 0 ? fmt::format(", besides about {} for the topology", format_size_estimate(taken))
+                  : std::string();
+    throw InputError(
+        "", "--max-memory",
+        fmt::format("{} {} k={} stopped at simulated {} holding {} ops at once (about {} at {} B "
+                    "each{}{}) after {} ops done, more than the limit of {} allows: a streamed run "
+                    "holds the ops from its oldest unfinished one to its newest step, and where "
+                    "links differ the ranks upstream of a slower link run ahead of it, so that "
+                    "window grows past the estimate that admitted the run (docs/errors.md); use "
+                    "fewer chunks or ranks{}, or raise --max-memory if the machine has the memory",
+                    sched::to_string(algorithm), sched::to_string(point.collective), chunks,
+                    format_duration(result.time), result.ops_held,
+                    format_size_estimate(static_cast<double>(result.ops_held) *
+                                         static_cast<double>(kStreamedBytesPerOp)),
+                    kStreamedBytesPerOp, threads, beside, result.ops_done,
+                    format_size_estimate(static_cast<double>(context.max_memory)),
+                    context.concurrent > 1 ? " or fewer --jobs" : ""));
   }
   if (result.stop != sim::StopReason::finished)
     throw InternalError(fmt::format("simulation of {} k={} stopped early ({}) without a limit set",

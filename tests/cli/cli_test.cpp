@@ -155,12 +155,12 @@ TEST_CASE("bad values exit with status 2 and say what to do", "[cli][errors]") {
       // Any plan needs more than a byte; the estimate is refused before the plan is built.
       {"run " + kTwo + " --size 1MiB --max-memory 1", "--max-memory"},
       {"run " + kTwo + " --size 1MiB --max-memory lots", "share of physical memory"},
-      // The ring's 66.5 MiB fit 68 MiB alone, not beside the topology's 2.7 MiB.
-      {"run --topology configs/cluster-1024.json --size 1MiB --chunks 1 --max-memory 68MiB",
+      // The ring's 34.5 MiB fit 36 MiB alone, not beside the topology's 2.7 MiB.
+      {"run --topology configs/cluster-1024.json --size 1MiB --chunks 1 --max-memory 36MiB",
        "besides about 2.7 MiB for the topology"},
       // One rank per orbit: each rotation tried is judged at its share of the plan.
       {"run --topology configs/cluster-1024.json --size 1MiB --chunks 1 --routing shortest "
-       "--symmetry --max-memory 10MiB",
+       "--symmetry --max-memory 6MiB",
        "tried as one rank per orbit of a rotation by 128 (128 of the 1024 simulated)"},
       {"run " + kTwo + " --size 1MiB --trace-only 0", "--trace-only requires --trace"},
       {"run --topology configs/cluster-1024.json --size 1MiB --ranks 0-63 --trace-only 100 "

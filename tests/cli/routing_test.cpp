@@ -70,15 +70,15 @@ TEST_CASE("the symmetry flag runs one rank per orbit where routes allow, and say
 }
 
 TEST_CASE("the memory limit judges a symmetric run by the ranks it simulates", "[cli][symmetry]") {
-  // Every rank of the 1024-GPU ring needs about 66.5 MiB, a rank per leaf group (256) a quarter.
+  // Every rank of the 1024-GPU ring needs about 34.5 MiB, a rank per leaf group (256) a quarter.
   const std::string args =
       "run --topology configs/cluster-1024.json --size 1MiB --chunks 1 --routing shortest "
-      "--max-memory 40MiB";
+      "--max-memory 20MiB";
   const auto one = run_cli(args + " --symmetry");
   INFO(one.err);
   REQUIRE(one.status == 0);
   CHECK(one.out.find("rotation by 256 ranks: 256 of 1024 ranks simulated") != std::string::npos);
   const auto all = run_cli(args);
   CHECK(all.status == 2);
-  CHECK(all.err.find("needs about 66.5 MiB") != std::string::npos);
+  CHECK(all.err.find("needs about 34.5 MiB") != std::string::npos);
 }

@@ -302,4 +302,27 @@ TEST_CASE("a plan file is read without holding it as a JSON tree", "[reliability
   CHECK(per_op < 600);
 }
 
+TEST_CASE("a streamed run whose window outgrows --max-memory stops with a message that says so",
+          "[reliability][resources]") {
+  // 256 GPUs of the rail-optimised cluster, half of whose servers reach their NICs through
+  // 12 GB/s instead of 63 GB/s: the ranks upstream of those links run ahead, and the streamed
+  // ring holds about a quarter of its plan at once, above the estimate that admits it.
+  const std::string file =
+      std::string(COLLSIM_SOURCE_DIR) + "/tests/reliability/inputs/topology/mixed-256.json";
+  auto run = [&](const char* limit) {
+    return reliability::run_process({"run", "--topology", file, "--algo", "ring", "--size", "1GiB",
+                                     "--chunks", "1", "--no-wall", "--max-memory", limit});
+  };
+  const reliability::Outcome stopped = run("4MiB");
+  INFO(stopped.err);
+  CHECK(stopped.exit_code == 2);
+  CHECK(stopped.err.find("--max-memory") != std::string::npos);
+  CHECK(stopped.err.find("ops at once") != std::string::npos);
+  CHECK(stopped.err.find("links differ") != std::string::npos);
+  CHECK(stopped.err.find("needs about") == std::string::npos);  // admitted by the estimate
+  const reliability::Outcome finished = run("16MiB");
+  INFO(finished.err);
+  CHECK(finished.exit_code == 0);
+}
+
 }  // namespace collsim::cli
