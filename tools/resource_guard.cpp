@@ -233,28 +233,32 @@ topo::Topology load_topology(const std::string& path, std::uint64_t limit) {
   return topo::load_topology(path, options);
 }
 
+std::string on_each_thread(unsigned concurrent) {
+  return concurrent > 1 ? fmt::format(" on each of {} threads", concurrent) : std::string();
+}
+
+std::string beside_topology(double taken) {
+  return taken > 0 ? fmt::format(", besides about {} for the topology", format_size_estimate(taken))
+                   : std::string();
+}
+
 void check_memory(const Estimate& e, unsigned concurrent, std::uint64_t limit,
                   const std::string& what, double taken) {
   const double jobs = std::max(1u, concurrent);
   const double need = e.bytes * jobs;
   if (taken + need <= static_cast<double>(limit)) return;
-  const std::string threads =
-      concurrent > 1 ? fmt::format(" on each of {} threads", concurrent) : std::string();
-  const std::string beside =
-      taken > 0 ? fmt::format(", besides about {} for the topology", format_size_estimate(taken))
-                : std::string();
   throw InputError(
       "", "--max-memory",
       fmt::format("{} needs about {}{} ({} at {} B each, {:.3g} events){}, "
                   "more than the limit of {}; use fewer chunks or ranks{}, or raise "
                   "--max-memory if the machine has the memory",
-                  what, format_size_estimate(e.bytes), threads,
+                  what, format_size_estimate(e.bytes), on_each_thread(concurrent),
                   e.held < e.ops
                       ? fmt::format("simulated while generated, an estimated {:.3g} of its {:.3g} "
                                     "ops held at once",
                                     e.held, e.ops)
                       : fmt::format("an estimated {:.3g} ops", e.ops),
-                  e.bytes_per_op, e.events, beside,
+                  e.bytes_per_op, e.events, beside_topology(taken),
                   format_size_estimate(static_cast<double>(limit)),
                   concurrent > 1 ? " or fewer --jobs" : ""));
 }

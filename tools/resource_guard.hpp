@@ -87,6 +87,10 @@ Estimate scaled(const Estimate& e, double share);
 Estimate estimate(sched::Collective collective, sched::Algorithm algorithm, std::uint64_t ranks,
                   std::uint64_t chunks, std::uint64_t servers, bool staged = true,
                   bool streamed = false);
+// Pieces of the memory limit's messages: " on each of N threads" when `concurrent` > 1, and
+// ", besides about X for the topology" when `taken` > 0; else empty.
+std::string on_each_thread(unsigned concurrent);
+std::string beside_topology(double taken);
 // The most ops a streamed run may hold at once (sim::Options::max_ops_held) within `limit`
 // bytes shared by `concurrent` runs, besides `taken` bytes of topology, at kStreamedBytesPerOp
 // each; 0 (no limit) when `limit` is 0. The estimate judges a streamed run before it starts; this

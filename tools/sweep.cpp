@@ -133,13 +133,6 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
                     pace, static_cast<double>(context.max_reshared)));
   }
   if (result.stop == sim::StopReason::memory_limit) {
-    const std::string threads = context.concurrent > 1
-                                    ? fmt::format(" on each of {} threads", context.concurrent)
-                                    : std::string();
-    const double taken = topo::estimated_bytes(context.router->topology());
-    const std::string beside =
-        taken > 0 ? fmt::format(", besides about {} for the topology", format_size_estimate(taken))
-                  : std::string();
     throw InputError(
         "", "--max-memory",
         fmt::format("{} {} k={} stopped at simulated {} holding {} ops at once (about {} at {} B "
@@ -152,8 +145,9 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
                     format_duration(result.time), result.ops_held,
                     format_size_estimate(static_cast<double>(result.ops_held) *
                                          static_cast<double>(kStreamedBytesPerOp)),
-                    kStreamedBytesPerOp, threads, beside, result.ops_done,
-                    format_size_estimate(static_cast<double>(context.max_memory)),
+                    kStreamedBytesPerOp, on_each_thread(context.concurrent),
+                    beside_topology(topo::estimated_bytes(context.router->topology())),
+                    result.ops_done, format_size_estimate(static_cast<double>(context.max_memory)),
                     context.concurrent > 1 ? " or fewer --jobs" : ""));
   }
   if (result.stop != sim::StopReason::finished)

@@ -42,6 +42,15 @@ Streamed stream(const topo::Router& router, const PlanRequest& req, const sim::O
   return s;
 }
 
+// A ring allreduce of `size` bytes in `chunks` over every GPU.
+PlanRequest ring_request(Bytes size, std::uint32_t chunks) {
+  PlanRequest req;
+  req.algorithm = Algorithm::ring;
+  req.size = size;
+  req.chunks = chunks;
+  return req;
+}
+
 // The request streams, in several batches, and its streamed run equals the whole plan's, per-op
 // timings included. `fewer_events`: the streamed run may count fewer events (test::
 // check_same_run).
@@ -178,10 +187,7 @@ TEST_CASE("a streamed hier allreduce keeps a window of the plan, not all of it",
 TEST_CASE("streamed runs stop early exactly where the whole plan does", "[model][streaming]") {
   const topo::Topology t = topo::load_topology(test::config_path("dgx-h100.json"));
   const topo::Router router(t);
-  PlanRequest req;
-  req.algorithm = Algorithm::ring;
-  req.size = 64 * MiB;
-  req.chunks = 4;
+  const PlanRequest req = ring_request(64 * MiB, 4);
   const Plan whole = generate(router, req);
   sim::Options by_events;
   by_events.max_events = 500;
@@ -200,10 +206,7 @@ TEST_CASE("a streamed run stops once it holds more ops than max_ops_held, and no
   // window of ops held grows during the run.
   const topo::Topology t = topo::load_topology(test::config_path("hetero-rack.json"));
   const topo::Router router(t);
-  PlanRequest req;
-  req.algorithm = Algorithm::ring;
-  req.size = 64 * MiB;
-  req.chunks = 8;
+  const PlanRequest req = ring_request(64 * MiB, 8);
   const sim::Result free = stream(router, req, {}).result;
   REQUIRE(free.stop == sim::StopReason::finished);
   REQUIRE(free.ops_held > 100);
@@ -231,10 +234,7 @@ TEST_CASE("streamed runs with capacity changes and background traffic match",
           "[model][streaming]") {
   const topo::Topology t = topo::load_topology(test::config_path("t4x4-pcie.json"));
   const topo::Router router(t);
-  PlanRequest req;
-  req.algorithm = Algorithm::ring;
-  req.size = 32 * MiB;
-  req.chunks = 4;
+  const PlanRequest req = ring_request(32 * MiB, 4);
   const Plan whole = generate(router, req);
   sim::Options o;
   o.record_ops = true;
