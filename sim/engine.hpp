@@ -83,7 +83,7 @@ struct Options {
   // one is registered. A streamed plan holds the ops from its oldest unfinished one to its newest
   // step: a window that grows during the run where ranks upstream of a slower link run ahead of
   // it, up to a quarter or more of the plan, where the same fabric with uniform links holds a
-  // twentieth (tools/resource_guard.hpp). Decided from counts only. 0: no limit.
+  // few percent (tools/resource_guard.hpp). Decided from counts only. 0: no limit.
   std::uint64_t max_ops_held = 0;
   std::string plan_file;  // names the plan in error messages; may be empty
   // Re-share arrivals and departures by region (sim/flow_model.hpp); off, by whole component.
