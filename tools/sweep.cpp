@@ -54,9 +54,10 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   }
   options.cancel = context.cancel;
   options.max_reshared = context.max_reshared;
+  // What the memory guard counts as taken by the topology: the budget below and its message.
+  const double topology_bytes = topo::estimated_bytes(context.router->topology());
   if (streamed)
-    options.max_ops_held = max_ops_held(context.max_memory, context.concurrent,
-                                        topo::estimated_bytes(context.router->topology()));
+    options.max_ops_held = max_ops_held(context.max_memory, context.concurrent, topology_bytes);
   options.max_time = bound;
   sched::Plan plan;
   ModelTermsSum terms(*context.router);
@@ -146,8 +147,8 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
                     format_size_estimate(static_cast<double>(result.ops_held) *
                                          static_cast<double>(kStreamedBytesPerOp)),
                     kStreamedBytesPerOp, on_each_thread(context.concurrent),
-                    beside_topology(topo::estimated_bytes(context.router->topology())),
-                    result.ops_done, format_size_estimate(static_cast<double>(context.max_memory)),
+                    beside_topology(topology_bytes), result.ops_done,
+                    format_size_estimate(static_cast<double>(context.max_memory)),
                     context.concurrent > 1 ? " or fewer --jobs" : ""));
   }
   if (result.stop != sim::StopReason::finished)
