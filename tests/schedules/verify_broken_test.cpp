@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "schedules/verify.hpp"
+#include "tests/common/op_builders.hpp"
 
 using namespace collsim;
 using namespace collsim::sched;
@@ -15,37 +16,17 @@ Plan exchange() {
   p.size = 8;
   p.rank_gpu = {0, 1};
   for (RankId r = 0; r < 2; ++r) {
-    Op s;
-    s.kind = OpKind::send;
-    s.rank = r;
-    s.stream = 0;
-    s.peer = 1 - r;
-    s.bytes = 8;
-    s.src = {BufferId::input, 0};
-    p.add(s);
+    p.add(test::send_op(r, 1 - r, 8, {BufferId::input, 0}, 0));
   }
   for (RankId r = 0; r < 2; ++r) {
-    Op v;
-    v.kind = OpKind::recv;
-    v.rank = r;
-    v.stream = 1;
-    v.peer = 1 - r;
-    v.bytes = 8;
-    v.dst = {BufferId::scratch, 0};
-    p.add(v);
+    p.add(test::recv_op(r, 1 - r, 8, {BufferId::scratch, 0}, 1));
   }
   p.match(0, 3);  // rank 0 -> rank 1
   p.match(1, 2);  // rank 1 -> rank 0
   for (RankId r = 0; r < 2; ++r) {
-    Op red;
-    red.kind = OpKind::reduce;
-    red.rank = r;
-    red.stream = 2;
-    red.bytes = 8;
-    red.dst = {BufferId::output, 0};
-    red.src = {BufferId::input, 0};
-    red.src2 = {BufferId::scratch, 0};
-    p.add(red, {static_cast<OpId>(2 + r)});
+    p.add(test::reduce_op(r, 8, {BufferId::input, 0}, {BufferId::scratch, 0}, {BufferId::output, 0},
+                          2),
+          {static_cast<OpId>(2 + r)});
   }
   return p;
 }
@@ -86,15 +67,8 @@ TEST_CASE("a missing reduction leaves a contribution out", "[verify]") {
 
 TEST_CASE("adding the own input twice counts a contribution twice", "[verify]") {
   Plan p = exchange();
-  Op again;
-  again.kind = OpKind::reduce;
-  again.rank = 0;
-  again.stream = 2;
-  again.bytes = 8;
-  again.dst = {BufferId::output, 0};
-  again.src = {BufferId::output, 0};
-  again.src2 = {BufferId::input, 0};
-  p.add(again);
+  p.add(
+      test::reduce_op(0, 8, {BufferId::output, 0}, {BufferId::input, 0}, {BufferId::output, 0}, 2));
   const auto r = verify(p);
   INFO(all(r));
   CHECK(mentions(r, "rank 0 output bytes [0, 8)"));
@@ -125,12 +99,7 @@ TEST_CASE("receiving into the wrong place misplaces data", "[verify]") {
 
 TEST_CASE("a send without a recv is unmatched", "[verify]") {
   Plan p = exchange();
-  Op extra;
-  extra.kind = OpKind::send;
-  extra.rank = 1;
-  extra.peer = 0;
-  extra.bytes = 8;
-  p.add(extra);
+  p.add(test::send_op(1, 0, 8, {}));
   const auto r = verify(p);
   INFO(all(r));
   CHECK(mentions(r, "op 6 (rank 1, stream 0, send to rank 0, 8 bytes): not matched"));
@@ -177,15 +146,8 @@ TEST_CASE("a dependency cycle is a deadlock", "[verify]") {
   Plan p;
   p.size = 8;
   p.rank_gpu = {0};
-  Op a;
-  a.kind = OpKind::copy;
-  a.bytes = 8;
-  a.src = {BufferId::input, 0};
-  a.dst = {BufferId::output, 0};
-  a.stream = 0;
-  p.add(a, {1});
-  a.stream = 1;
-  p.add(a, {0});
+  p.add(test::copy_op(0, 8, {BufferId::input, 0}, {BufferId::output, 0}, 0), {1});
+  p.add(test::copy_op(0, 8, {BufferId::input, 0}, {BufferId::output, 0}, 1), {0});
   const auto r = verify(p);
   INFO(all(r));
   CHECK(mentions(r, "can never start"));
@@ -195,11 +157,7 @@ TEST_CASE("reading scratch before it is written and writing the input are errors
   Plan p;
   p.size = 8;
   p.rank_gpu = {0};
-  Op a;
-  a.kind = OpKind::copy;
-  a.bytes = 8;
-  a.src = {BufferId::scratch, 0};
-  a.dst = {BufferId::output, 0};
+  Op a = test::copy_op(0, 8, {BufferId::scratch, 0}, {BufferId::output, 0});
   p.add(a);
   auto r = verify(p);
   INFO(all(r));
@@ -213,18 +171,8 @@ TEST_CASE("reading scratch before it is written and writing the input are errors
 
 TEST_CASE("an unknown rank and an out-of-bounds region are reported", "[verify]") {
   Plan p = exchange();
-  Op o;
-  o.kind = OpKind::copy;
-  o.rank = 5;
-  o.bytes = 8;
-  p.add(o);
-  Op big;
-  big.kind = OpKind::copy;
-  big.rank = 0;
-  big.bytes = 16;
-  big.src = {BufferId::input, 0};
-  big.dst = {BufferId::scratch, 0};
-  p.add(big);
+  p.add(test::copy_op(5, 8, {}, {}));
+  p.add(test::copy_op(0, 16, {BufferId::input, 0}, {BufferId::scratch, 0}));
   const auto r = verify(p);
   INFO(all(r));
   CHECK(mentions(r, "rank 5 does not exist"));
@@ -235,13 +183,7 @@ TEST_CASE("unordered conflicting accesses are races", "[verify]") {
   // A copy on another stream of rank 0 overwrites the scratch the reduction reads: it waits for
   // the receive (op 2) but not for the reduction (op 4).
   Plan p = exchange();
-  Op clobber;
-  clobber.kind = OpKind::copy;
-  clobber.rank = 0;
-  clobber.stream = 7;
-  clobber.bytes = 8;
-  clobber.src = {BufferId::input, 0};
-  clobber.dst = {BufferId::scratch, 0};
+  const Op clobber = test::copy_op(0, 8, {BufferId::input, 0}, {BufferId::scratch, 0}, 7);
   p.add(clobber, {2});
   auto r = verify(p);
   INFO(all(r));
@@ -257,14 +199,7 @@ TEST_CASE("unordered conflicting accesses are races", "[verify]") {
 
 TEST_CASE("two unordered writes to one output are a race", "[verify]") {
   Plan p = exchange();
-  Op other;
-  other.kind = OpKind::copy;
-  other.rank = 1;
-  other.stream = 9;
-  other.bytes = 8;
-  other.src = {BufferId::input, 0};
-  other.dst = {BufferId::output, 0};
-  p.add(other);
+  p.add(test::copy_op(1, 8, {BufferId::input, 0}, {BufferId::output, 0}, 9));
   const auto r = verify(p);
   INFO(all(r));
   CHECK(mentions(r, "overwrites output[0, 8) on rank 1"));
