@@ -11,6 +11,11 @@
 #                                             k = 8 on 1024-16,384 GPUs (about 8 minutes)
 #   CLUSTER=1 BIG=1 bench/scaling.sh          and the tree on 131,072 GPUs (about 3 GiB, 5 more
 #                                             minutes)
+#   WINDOW=1 bench/scaling.sh [build-dir]     also the streamed ring's window: ops held at most
+#                                             and peak RSS of the ECMP ring allreduce of 1 GiB at
+#                                             k = 1 on the cluster (512-4096 GPUs) and on the
+#                                             mixed cluster (256-2048 GPUs), one run per point,
+#                                             with fitted exponents (about 2 minutes)
 #
 # The uniform series run ring allreduce on bench_engine's uniform ring machine: p at 1 GiB and
 # k = 8, k at 128 GPUs and 1 GiB, size at 128 GPUs and k = 8; each streamed, as the command line
@@ -78,3 +83,36 @@ for name in dict.fromkeys(r[0] for r in rows):
     print(f"| {name} | {fit(xs, [float(r[2]) for r in sel]):.2f} | {fit(xs, cpu):.2f} | "
           f"{fit(xs, [float(r[5]) for r in sel]):.2f} | {local} |")
 '
+
+if [[ ${WINDOW:-0} == 1 ]]; then
+  window() {  # fabric p topology -> "fabric p ops_held peak_mib"
+    local out
+    out=$("$bench" --case window --repeat 1 --stats --topology "$3" --size 1GiB --chunks 1 2>&1)
+    printf '%s %s %s %s\n' "$1" "$2" "$(grep -o '[0-9]* ops held at most' <<<"$out" | cut -d' ' -f1)" \
+      "$(awk -F'|' '$2 == " window " {print $8}' <<<"$out")"
+  }
+  {
+    for p in 512 1024 2048 4096; do window cluster "$p" "$(cluster "$p")"; done
+    for p in 256 512 1024 2048; do window mixed "$p" "$(mixed "$p")"; done
+  } | python3 -c '
+import math, sys
+rows = [l.split() for l in sys.stdin if l.strip()]
+print()
+print("| fabric | GPUs | ops held at most | peak RSS MiB |")
+print("|---|---:|---:|---:|")
+for r in rows:
+    print(f"| {r[0]} | {r[1]} | {int(r[2]):,} | {float(r[3]):.0f} |")
+print()
+print("| fabric | exponent of ops held | exponent of peak RSS |")
+print("|---|---:|---:|")
+def fit(xs, ys):
+    lx = [math.log(x) for x in xs]; ly = [math.log(y) for y in ys]
+    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
+    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
+for name in dict.fromkeys(r[0] for r in rows):
+    sel = [r for r in rows if r[0] == name]
+    xs = [float(r[1]) for r in sel]
+    print(f"| {name} | {fit(xs, [float(r[2]) for r in sel]):.2f} | "
+          f"{fit(xs, [float(r[3]) for r in sel]):.2f} |")
+'
+fi
