@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # tmp is set by the caller
 # Sourced by bench/run.sh and bench/scaling.sh: `cluster N` writes configs/cluster-1024.json
 # scaled to N GPUs (same servers and rail-optimised fabric, N/8 servers in racks of 4) into
 # $tmp and prints its path; `mixed N` does the same with

@@ -29,6 +29,7 @@ trepeat=${TARGET_REPEAT:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# shellcheck source=bench/cluster.sh
 source "$(dirname "$0")/cluster.sh"
 
 # The speed of this shared machine moves by 10-60 % from one hour to the next, and it reports

@@ -27,6 +27,7 @@ bench=$build/bench/bench_engine
 repeat=${REPEAT:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=bench/cluster.sh
 source "$(dirname "$0")/cluster.sh"
 
 run() {  # label x args... -> "label x events cpu_s wall_s peak_mib"
