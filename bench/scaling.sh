@@ -61,29 +61,7 @@ run() {  # label x args... -> "label x events cpu_s wall_s peak_mib"
         --chunks 8
     done
   fi
-} | python3 -c '
-import math, sys
-rows = [l.split() for l in sys.stdin if l.strip()]
-print("| parameter | value | events | CPU s | wall s | peak RSS MiB |")
-print("|---|---:|---:|---:|---:|---:|")
-for r in rows:
-    print(f"| {r[0]} | {r[1]} | {int(r[2]):,} | {float(r[3]):.3f} | {float(r[4]):.3f} | {float(r[5]):.0f} |")
-print()
-print("| parameter | exponent of events | exponent of CPU s | exponent of peak RSS | CPU s exponent between neighbours |")
-print("|---|---:|---:|---:|---|")
-def fit(xs, ys):
-    lx = [math.log(x) for x in xs]; ly = [math.log(max(y, 1e-9)) for y in ys]
-    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
-    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
-for name in dict.fromkeys(r[0] for r in rows):
-    sel = [r for r in rows if r[0] == name]
-    xs = [float(r[1]) for r in sel]
-    cpu = [float(r[3]) for r in sel]
-    local = ", ".join(f"{sel[i][1]}-{sel[i + 1][1]}: {fit(xs[i:i + 2], cpu[i:i + 2]):.2f}"
-                      for i in range(len(sel) - 1))
-    print(f"| {name} | {fit(xs, [float(r[2]) for r in sel]):.2f} | {fit(xs, cpu):.2f} | "
-          f"{fit(xs, [float(r[5]) for r in sel]):.2f} | {local} |")
-'
+} | python3 "$(dirname "$0")/scaling_tables.py" growth
 
 if [[ ${WINDOW:-0} == 1 ]]; then
   window() {  # fabric p topology -> "fabric p ops_held peak_mib"
@@ -95,25 +73,5 @@ if [[ ${WINDOW:-0} == 1 ]]; then
   {
     for p in 512 1024 2048 4096; do window cluster "$p" "$(cluster "$p")"; done
     for p in 256 512 1024 2048; do window mixed "$p" "$(mixed "$p")"; done
-  } | python3 -c '
-import math, sys
-rows = [l.split() for l in sys.stdin if l.strip()]
-print()
-print("| fabric | GPUs | ops held at most | peak RSS MiB |")
-print("|---|---:|---:|---:|")
-for r in rows:
-    print(f"| {r[0]} | {r[1]} | {int(r[2]):,} | {float(r[3]):.0f} |")
-print()
-print("| fabric | exponent of ops held | exponent of peak RSS |")
-print("|---|---:|---:|")
-def fit(xs, ys):
-    lx = [math.log(x) for x in xs]; ly = [math.log(y) for y in ys]
-    mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
-    return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
-for name in dict.fromkeys(r[0] for r in rows):
-    sel = [r for r in rows if r[0] == name]
-    xs = [float(r[1]) for r in sel]
-    print(f"| {name} | {fit(xs, [float(r[2]) for r in sel]):.2f} | "
-          f"{fit(xs, [float(r[3]) for r in sel]):.2f} |")
-'
+  } | python3 "$(dirname "$0")/scaling_tables.py" window
 fi
