@@ -1271,6 +1271,9 @@ void Engine::add_ops(OpId end) {
     if (observer_) observer_->on_begin(router_, plan_, map_);
     for (OpId op = from; op < end; ++op)
       if (rec(op).pending == 0 && state(op) == OpState::waiting) ready(op);
+    // Registering a large plan takes seconds before the first event: a display learns here that
+    // the simulation itself has begun.
+    if (progress_) report_progress();
     return;
   }
   if (track_) timing_.resize(end, OpTiming{});

@@ -63,8 +63,9 @@ struct Options {
   std::uint64_t max_events = 0;
   double max_time = kUnlimited;               // simulated seconds
   const std::atomic<bool>* cancel = nullptr;  // polled after every event
-  // Called every 2^16 events, and after every 2^22 flows re-shared (heavy sharing makes events
-  // slow), for a progress display on long runs; may be empty.
+  // Called once the plan (its first window or batch) is registered and its first ops are
+  // ready, every 2^16 events after that, and after every 2^22 flows re-shared (heavy sharing
+  // makes events slow), for a progress display on long runs; may be empty.
   std::function<void(const RunProgress&)> progress;
   // The run stops (StopReason::sharing_limit) once bandwidth sharing has re-shared this many
   // flows (SharingStats::filled; a filling takes 0.1 to 2 µs a flow), or earlier on its pace:

@@ -410,6 +410,11 @@ void run_command(const RunOptions& o) {
     echo.chunks = "auto";
   }
 
+  // Long runs (a large topology, millions of events) say how far they are; short ones never
+  // draw.
+  Progress progress(stderr, o.progress || Progress::stderr_is_terminal());
+  LiveStatus live(progress);
+  live.status(fmt::format("loading {}", o.topology));
   const auto loaded = load(o);
   const std::vector<topo::NodeId> trace_only = traced_gpus(o.trace_only, *loaded);
   Context context;
@@ -424,8 +429,6 @@ void run_command(const RunOptions& o) {
   InterruptGuard interrupt_guard;
   context.cancel = InterruptGuard::flag();
   const std::string name = topology_label(loaded->topology, o.topology);
-  // Long simulations (millions of events) say how far they are; short ones never draw.
-  Progress progress(stderr, o.progress || Progress::stderr_is_terminal());
   std::mutex progress_mutex;
   // The time left is the time this (algorithm, k) has taken per share of its ops so far, from
   // its first report on: an auto search runs several, and a whole plan is generated first.
@@ -435,6 +438,10 @@ void run_command(const RunOptions& o) {
   sim::RunProgress last{};
   context.progress = [&](const SimulationProgress& p) {
     const std::lock_guard lock(progress_mutex);
+    if (!p.stage.empty()) {
+      live.status(fmt::format("{}: {}", p.what, p.stage));
+      return;
+    }
     const auto now = std::chrono::steady_clock::now();
     if (p.what != shown) {
       shown = p.what;
@@ -458,18 +465,18 @@ void run_command(const RunOptions& o) {
       const double spent = std::chrono::duration<double>(now - first_report).count();
       left = spent * (1 - p.fraction) / (p.fraction - first_fraction);
     }
-    progress.status(text, left);
+    live.status(std::move(text), left);
   };
 
   Evaluation ev;
   try {
     ev = evaluate_or_throw(context, point, name);
   } catch (const Interrupted& e) {
-    progress.finish();
+    live.finish();
     std::fprintf(stderr, "collsim: %s; the simulation did not finish\n", e.what());
     std::exit(kExitInterrupted);
   }
-  progress.clear();
+  live.clear();
   context.progress = nullptr;
   std::uint64_t trace_bytes = 0;
   if (!o.trace.empty()) {

@@ -82,4 +82,40 @@ void Progress::finish() {
   drawn_ = false;
 }
 
+LiveStatus::LiveStatus(Progress& progress)
+    : progress_(progress), thread_([this](std::stop_token stop) { redraw(stop); }) {}
+
+LiveStatus::~LiveStatus() {
+  thread_.request_stop();
+  thread_.join();
+  clear();
+}
+
+void LiveStatus::status(std::string text, double left_seconds) {
+  const std::lock_guard lock(mutex_);
+  text_ = std::move(text);
+  left_ = left_seconds;
+  progress_.status(text_, left_);
+}
+
+void LiveStatus::clear() {
+  const std::lock_guard lock(mutex_);
+  text_.clear();
+  progress_.clear();
+}
+
+void LiveStatus::finish() {
+  const std::lock_guard lock(mutex_);
+  text_.clear();
+  progress_.finish();
+}
+
+void LiveStatus::redraw(std::stop_token stop) {
+  std::unique_lock lock(mutex_);
+  // Progress::status itself waits out the first second and draws at most ten times a second.
+  while (!wake_.wait_for(lock, stop, std::chrono::milliseconds(250), [] { return false; }) &&
+         !stop.stop_requested())
+    if (!text_.empty()) progress_.status(text_, left_);
+}
+
 }  // namespace collsim::cli

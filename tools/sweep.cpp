@@ -62,9 +62,13 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   sched::Plan plan;
   ModelTermsSum terms(*context.router);
   options.rank_symmetry = symmetric;
+  const std::string what = fmt::format("{} {} k={}", sched::to_string(algorithm),
+                                       sched::to_string(point.collective), chunks);
+  // Before a whole plan's first event there is nothing for the engine to report.
+  const auto stage = [&](std::string text) {
+    if (context.progress) context.progress(SimulationProgress{what, {}, -1, std::move(text)});
+  };
   if (context.progress) {
-    const std::string what = fmt::format("{} {} k={}", sched::to_string(algorithm),
-                                         sched::to_string(point.collective), chunks);
     // A streamed plan's op count is known only once it is generated: until then the estimate
     // stands in. A run of one rank per orbit holds fewer ops than it counts, and waits.
     double expected = 0;
@@ -81,12 +85,14 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
         fraction = static_cast<double>(at.ops_done) / static_cast<double>(at.ops_total);
       else if (expected > 0)
         fraction = std::min(0.99, static_cast<double>(at.ops_done) / expected);
-      context.progress(SimulationProgress{what, at, fraction});
+      context.progress(SimulationProgress{what, at, fraction, {}});
     };
   }
   auto whole = [&] {
+    stage("generating the plan");
     plan = sched::generate(*context.router, request);
     if (context.model_terms) terms.add(plan);
+    stage(fmt::format("registering its {} ops (checks, stream order, routes)", plan.num_ops()));
     return sim::simulate(*context.router, plan, options);
   };
   auto stream = [&] {
@@ -100,6 +106,7 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
         },
         options);
   };
+  if (symmetric) stage("generating and registering the plan");
   const sim::Result result = symmetric  ? sim::simulate(*context.router, request, options)
                              : streamed ? stream()
                                         : whole();

@@ -45,6 +45,10 @@ struct SimulationProgress {
   // is still being generated, against resource_guard's estimate of its op count (an upper
   // bound, so the share may run low), and never above 0.99; negative when unknown.
   double fraction = -1;
+  // Empty while simulating. Before a whole plan's first event, what the run is doing instead:
+  // generating the plan, then registering it (checks, stream order, routes), which take seconds
+  // at 100,000 GPUs with no event to report; `at` and `fraction` say nothing then.
+  std::string stage;
 };
 
 // What every point shares, read-only.
