@@ -19,9 +19,10 @@ const std::vector<std::string> kLong = {"--topology", "configs/cluster-1024.json
                                         "--format",   "csv",
                                         "--no-wall"};
 
-Outcome interrupted(const std::string& command) {
+Outcome interrupted(const std::string& command, const std::vector<std::string>& extra = {}) {
   std::vector<std::string> args{command};
   args.insert(args.end(), kLong.begin(), kLong.end());
+  args.insert(args.end(), extra.begin(), extra.end());
   return run_process(args, std::chrono::seconds(60), COLLSIM_BINARY, 8192,
                      std::chrono::milliseconds(1500));
 }
@@ -40,6 +41,20 @@ TEST_CASE("Ctrl-C stops collsim run cleanly with exit status 130", "[reliability
   CHECK(o.err.find("events, at simulated time") != std::string::npos);
   // No result row: the header at most.
   CHECK(o.out.find("allreduce,ring") == std::string::npos);
+}
+
+TEST_CASE("Ctrl-C stops collsim run --progress with its line ended before the message",
+          "[reliability][interrupt]") {
+  // The status line is kept moving by a thread of its own, still running when the process
+  // exits on the interrupt.
+  const Outcome o = interrupted("run", {"--progress"});
+  INFO("stderr: " << o.err);
+  REQUIRE_FALSE(o.timed_out);
+  CHECK(o.signal == 0);
+  CHECK(o.exit_code == 130);
+  CHECK(o.err.find("allreduce k=4: ") != std::string::npos);         // drawn: the run took a second
+  CHECK(o.err.find("\ncollsim: interrupted") != std::string::npos);  // on a line of its own
+  CHECK(o.err.find("internal error") == std::string::npos);
 }
 
 TEST_CASE("Ctrl-C stops collsim sweep cleanly with exit status 130", "[reliability][interrupt]") {
