@@ -62,6 +62,7 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
   sched::Plan plan;
   ModelTermsSum terms(*context.router);
   options.rank_symmetry = symmetric;
+  // Names the run in progress reports and in the messages of a run stopped early.
   const std::string what = fmt::format("{} {} k={}", sched::to_string(algorithm),
                                        sched::to_string(point.collective), chunks);
   // Before a whole plan's first event there is nothing for the engine to report.
@@ -112,10 +113,8 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
                                         : whole();
   if (result.stop == sim::StopReason::cancelled)
     throw Interrupted(
-        fmt::format("interrupted (Ctrl-C) after {} events, at simulated time {}, of "
-                    "{} {} k={}",
-                    result.events, format_duration(result.time), sched::to_string(algorithm),
-                    sched::to_string(point.collective), chunks));
+        fmt::format("interrupted (Ctrl-C) after {} events, at simulated time {}, of {}",
+                    result.events, format_duration(result.time), what));
   if (result.stop == sim::StopReason::time_limit && bound < kUnlimited) {
     Simulated past;
     past.time = bound;
@@ -129,28 +128,26 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
                                  : std::string();
     throw SharingLimit(
         "", "--max-reshared",
-        fmt::format("{} {} k={} stopped at simulated {} after re-sharing {:.2g} flows for {} of "
+        fmt::format("{} stopped at simulated {} after re-sharing {:.2g} flows for {} of "
                     "{} ops{}, against the limit of {:.2g}: each arrival or departure "
                     "re-shares the flows coupled to it, and where thousands of flows share a "
                     "few resources and end one by one a run takes hours (docs/performance.md, "
                     "\"Known limits\"); use fewer ranks or another algorithm, or raise "
                     "--max-reshared (0: no limit; 10^7 flows take 1 to 20 s)",
-                    sched::to_string(algorithm), sched::to_string(point.collective), chunks,
-                    format_duration(result.time), filled, result.ops_done,
+                    what, format_duration(result.time), filled, result.ops_done,
                     result.ops_total == 0 ? std::string("?") : std::to_string(result.ops_total),
                     pace, static_cast<double>(context.max_reshared)));
   }
   if (result.stop == sim::StopReason::memory_limit) {
     throw InputError(
         "", "--max-memory",
-        fmt::format("{} {} k={} stopped at simulated {} holding {} ops at once (about {} at {} B "
+        fmt::format("{} stopped at simulated {} holding {} ops at once (about {} at {} B "
                     "each{}{}) after {} ops done, more than the limit of {} allows: a streamed run "
                     "holds the ops from its oldest unfinished one to its newest step, and where "
                     "links differ the ranks upstream of a slower link run ahead of it, so that "
                     "window grows past the estimate that admitted the run (docs/errors.md); use "
                     "fewer chunks or ranks{}, or raise --max-memory if the machine has the memory",
-                    sched::to_string(algorithm), sched::to_string(point.collective), chunks,
-                    format_duration(result.time), result.ops_held,
+                    what, format_duration(result.time), result.ops_held,
                     format_size_estimate(static_cast<double>(result.ops_held) *
                                          static_cast<double>(kStreamedBytesPerOp)),
                     kStreamedBytesPerOp, on_each_thread(context.concurrent),
