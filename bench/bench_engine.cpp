@@ -100,6 +100,7 @@ int main(int argc, char** argv) {
   double min_rate = 0;
   bool sweep = false;
   bool whole = false;
+  bool only_setup = false;
   bool components = false;
   bool untied = false;
   bool stats = false;
@@ -142,6 +143,10 @@ int main(int argc, char** argv) {
   app.add_flag("--whole", whole,
                "Targets table: generate the whole plan, then simulate it, even where the "
                "command line would simulate it while generating (ring collectives)");
+  app.add_flag("--setup-only", only_setup,
+               "Time what comes before the first event alone, once each: loading the topology, "
+               "generating the whole plan and registering it (checks, stream order, routes: a run "
+               "stopped after its first event, on a router that has computed no route yet)");
   app.add_flag("--untied", untied,
                "Flows hold every link of their routes (sim::Options::tie_links off), to measure "
                "what tying links saves");
@@ -174,6 +179,7 @@ int main(int argc, char** argv) {
   try {
     const double bw = 100e9, lat = 1e-6, alpha = 2e-6, launch = 3e-6, mem = 2e12;
     topo::Topology t;
+    const double load_c0 = cpu_seconds();
     if (!topology_file.empty()) {
       t = topo::load_topology(topology_file);
       gpus = static_cast<std::uint32_t>(t.gpus().size());
@@ -323,6 +329,35 @@ int main(int argc, char** argv) {
           static_cast<unsigned long long>(events), static_cast<double>(events) / sim_cpu,
           total_wall, median_wall, worst_wall, total_cpu, median_cpu, worst_cpu, peak_rss_mib(),
           goal.c_str(), met.c_str());
+      return 0;
+    }
+
+    if (only_setup) {
+      const double load_cpu = cpu_seconds() - load_c0;
+      sched::PlanRequest r;
+      r.collective = *collective;
+      r.algorithm = *algorithm;
+      r.size = parse_size(size_text);
+      r.chunks = chunks;
+      const double g0 = cpu_seconds();
+      const sched::Plan plan = sched::generate(router, r);
+      const double generate_cpu = cpu_seconds() - g0;
+      sim::Options first_event;
+      first_event.max_events = 1;
+      first_event.window_ops = window_ops;
+      first_event.sharing_regions = !components;
+      first_event.tie_links = !untied;
+      const double s0 = cpu_seconds();
+      const sim::Result res = sim::simulate(router, plan, first_event);
+      const double setup_cpu = cpu_seconds() - s0;
+      if (header)
+        std::printf(
+            "| GPUs | algorithm | k | ops | ops registered | load CPU s | generate CPU s | setup "
+            "CPU s | peak RSS MiB |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+      std::printf("| %u | %s | %u | %zu | %llu | %.3f | %.3f | %.3f | %.0f |\n", gpus,
+                  algorithm_name.c_str(), chunks, plan.num_ops(),
+                  static_cast<unsigned long long>(res.ops_held), load_cpu, generate_cpu, setup_cpu,
+                  peak_rss_mib());
       return 0;
     }
 

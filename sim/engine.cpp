@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -292,22 +293,26 @@ class Engine {
   // Sends, d2h and h2d copies keep the index of their route (into flat_routes_) in their record,
   // resolved before the run: finding it again in the hot loop would read the other end of the
   // transfer, a cache miss when the plan is large.
-  // The last route each rank looked up while resolving: a ring's rank always sends to the same
-  // peer, so resolution rarely reaches the hash map.
+  // The last few routes each rank looked up while resolving, the latest first: a ring's rank
+  // always sends to the same peer, and a tree's rank sends to a handful (its parent and children
+  // in each tree), in turn; so resolution rarely reaches the hash map, whose look-ups at
+  // 131,072 GPUs were a cache miss each, a second of the tree's registration.
   struct RouteCacheEntry {
     RouteKey key{topo::kNoNode, topo::kNoNode, 0};
     std::uint32_t index = 0;
   };
-  std::vector<RouteCacheEntry> route_cache_;  // by rank
+  static constexpr std::size_t kRoutesPerRank = 4;
+  using RankRoutes = std::array<RouteCacheEntry, kRoutesPerRank>;
+  std::vector<RankRoutes> route_cache_;  // by rank
   // The route index of a transfer or copy of `op`'s rank: the rank's last one when the same, as
   // it mostly is (inline, so that the common case costs no call), else lookup_new().
   std::uint32_t lookup(NodeId from, NodeId to, std::uint64_t flow_key, OpId op) {
     const RouteKey key{from, to, flow_key};
-    RouteCacheEntry& cached = route_cache_[rec(op).rank];
-    if (cached.key == key) return cached.index;
+    RankRoutes& cached = route_cache_[rec(op).rank];
+    if (cached[0].key == key) return cached[0].index;
     return lookup_new(key, cached, op);
   }
-  [[gnu::noinline]] std::uint32_t lookup_new(const RouteKey& key, RouteCacheEntry& cached, OpId op);
+  [[gnu::noinline]] std::uint32_t lookup_new(const RouteKey& key, RankRoutes& cached, OpId op);
   std::vector<OpTiming> timing_;  // only when recording or observed
   // Each rank's GPU's alpha, launch and event latency, reduce traffic for the plan's dtype and
   // memory resource: topology nodes are large records spread over the whole machine, one cache
@@ -712,7 +717,17 @@ NodeId Engine::endpoint(RankId rank, sched::BufferId buffer) const {
   return sched::memory_of(buffer) == Memory::host ? topo_.host_cpu(gpu) : gpu;
 }
 
-std::uint32_t Engine::lookup_new(const RouteKey& key, RouteCacheEntry& cached, OpId op) {
+std::uint32_t Engine::lookup_new(const RouteKey& key, RankRoutes& cached, OpId op) {
+  // The rank's other recent routes; the one found, or the new one, becomes the latest.
+  std::size_t way = 1;
+  while (way < kRoutesPerRank && !(cached[way].key == key)) ++way;
+  if (way < kRoutesPerRank) {
+    const RouteCacheEntry hit = cached[way];
+    std::copy_backward(cached.begin(), cached.begin() + static_cast<std::ptrdiff_t>(way),
+                       cached.begin() + static_cast<std::ptrdiff_t>(way) + 1);
+    cached[0] = hit;
+    return hit.index;
+  }
   const NodeId from = key.from, to = key.to;
   const std::uint64_t flow_key = key.flow_key;
   auto it = routes_.find(key);
@@ -729,7 +744,8 @@ std::uint32_t Engine::lookup_new(const RouteKey& key, RouteCacheEntry& cached, O
       throw InternalError("more than 2^30 distinct routes in one plan");
     it = routes_.emplace(key, add_route(*route)).first;
   }
-  cached = RouteCacheEntry{key, it->second};
+  std::copy_backward(cached.begin(), cached.end() - 1, cached.end());
+  cached[0] = RouteCacheEntry{key, it->second};
   return it->second;
 }
 
@@ -1227,7 +1243,7 @@ void Engine::add_ops(OpId end) {
     validate_ranks();
     queues = add_records(from, end);
     validate_options();
-    route_cache_.assign(plan_.num_ranks(), RouteCacheEntry{});
+    route_cache_.assign(plan_.num_ranks(), RankRoutes{});
     last_on_stream_.assign(std::size_t{plan_.num_ranks()} * kInlineStreams, kNoOp);
     last_on_high_stream_.assign(plan_.num_ranks(), {});
     // An observer is shown every link's load, so it sees them untied. A rotated plan's flows

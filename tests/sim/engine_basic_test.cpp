@@ -1,6 +1,8 @@
 // Single flows and stream semantics: every expected time is a closed form written next to it.
 #include <catch2/catch.hpp>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "sim/engine.hpp"
 #include "tests/sim/sim_fixtures.hpp"
@@ -83,6 +85,44 @@ TEST_CASE("alpha is paid once per transfer", "[sim]") {
   for (int i = 0; i < 3; ++i) add_transfer(plan, 0, 1, s);
   const auto r = sim::simulate(router, plan);
   CHECK(r.time == Approx(3 * (alpha + l + static_cast<double>(s) / b)).epsilon(1e-12));
+}
+
+TEST_CASE("a rank sending to many peers in turn takes each peer's own link", "[sim]") {
+  // gpu0 joins six GPUs by links of different latencies and bandwidths. Rank 0 sends to them one
+  // after another in an order that comes back to recent peers and to ones it has not sent to for
+  // more than four transfers, as a tree's rank does among its parents and children: each
+  // transfer must cross its own peer's link whatever the rank sent before.
+  topo::Topology t;
+  const auto hub = add_gpu(t, "gpu0");
+  std::vector<topo::LinkId> link;
+  std::vector<double> latency, bandwidth;
+  for (int i = 1; i <= 6; ++i) {
+    latency.push_back(1e-6 * i);
+    bandwidth.push_back(10e9 * i);
+    link.push_back(add_duplex(t, hub, add_gpu(t, "gpu" + std::to_string(i)), bandwidth.back(),
+                              latency.back()));
+  }
+  topo::finalize(t);
+  topo::Router router(t);
+  sched::Plan plan;
+  plan.rank_gpu = {0, 1, 2, 3, 4, 5, 6};
+  const Bytes s = 1'000'000;
+  const std::vector<sched::RankId> peers{1, 2, 1, 3, 2, 4, 5, 6, 1, 1, 3, 6, 2, 5, 4, 1};
+  std::vector<int> sent(7, 0);
+  double expected = 0;
+  for (const sched::RankId p : peers) {
+    add_transfer(plan, 0, p, s);
+    ++sent[p];
+    // Back to back on rank 0's stream: each one costs its own link's l + s / b.
+    expected += latency[p - 1] + static_cast<double>(s) / bandwidth[p - 1];
+  }
+  const auto r = sim::simulate(router, plan);
+  CHECK(r.time == Approx(expected).epsilon(1e-12));
+  for (int p = 1; p <= 6; ++p) {
+    INFO("peer " << p);
+    CHECK(r.link_bytes[link[p - 1]] == static_cast<Bytes>(sent[p]) * s);
+    CHECK(r.link_bytes[link[p - 1] + 1] == 0);
+  }
 }
 
 TEST_CASE("a transfer starts when both ends are ready", "[sim]") {
