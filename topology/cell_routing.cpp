@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -22,6 +23,9 @@ struct HeapEntry {
 };
 
 constexpr std::uint64_t kMaxTotalPs = std::uint64_t{1} << 62;
+
+// A core table: the distances to one core node, packed (CellRouting::Impl::pack()).
+using CoreTable = std::vector<std::uint64_t>;
 
 }  // namespace
 
@@ -53,24 +57,36 @@ struct CellRouting::Impl {
   struct CoreLink {
     LinkId link;
     NodeId to;
-    std::uint32_t to_core;  // the head's core index, or kNotCore
+    std::uint32_t to_core;  // the head's core index, or kNotCore (a self-loop's too)
     std::uint64_t ps;
+    std::uint64_t step;  // packed (ps, 1 hop), for a core head: a core arc, within pack()'s bounds
   };
   static constexpr std::uint32_t kNotCore = ~std::uint32_t{0};
   std::vector<std::uint32_t> core_out_begin;
   std::vector<CoreLink> core_out;
+  // Core distances packed in one word, picoseconds above `hop_bits` bits of hops, so that the
+  // word's order is the label's and a sum of words is the word of the sum: build() checks that
+  // every distance of the core graph, and every label a search tries, fits. A table then takes
+  // half the memory (130 MiB at 131,072 GPUs), and its search compares and adds one word per arc.
+  unsigned hop_bits = 0;
+  static constexpr std::uint64_t kFar = ~std::uint64_t{0};  // unreached
+  std::uint64_t pack(Label l) const { return l.ps << hop_bits | l.hops; }
+  Label unpack(std::uint64_t w) const {
+    if (w == kFar) return Label{};
+    return {w >> hop_bits, static_cast<std::uint32_t>(w & ((std::uint64_t{1} << hop_bits) - 1))};
+  }
+  using Table = CoreTable;
   // The core graph, its arcs grouped by head, as columns: arc a joins arc_from[a] to its head
-  // at a cost of arc_ps[a] picoseconds and arc_hops[a] hops. A table's search reads them in
-  // order, every arc of every core node, once per table.
+  // at a cost of arc_cost[a] (packed). A table's search reads them in order, every arc of every
+  // core node, once per table.
   std::vector<std::uint32_t> arc_begin;
   std::vector<std::uint32_t> arc_from;
-  std::vector<std::uint64_t> arc_ps;
-  std::vector<std::uint32_t> arc_hops;
+  std::vector<std::uint64_t> arc_cost;
 
-  // D(., t) for core target t, built on first use and never changed afterwards.
-  std::unique_ptr<std::atomic<const std::vector<Label>*>[]> dist;
+  // D(., t) for core target t, packed, built on first use and never changed afterwards.
+  std::unique_ptr<std::atomic<const Table*>[]> dist;
   mutable std::mutex dist_owner_mutex;
-  mutable std::vector<std::unique_ptr<std::vector<Label>>> dist_owner;
+  mutable std::vector<std::unique_ptr<Table>> dist_owner;
   // Tables and next-link lists are kept while they fit; past it each is rebuilt when needed.
   std::size_t memory_limit = 0;
   mutable std::atomic<std::size_t> memory_used{0};
@@ -274,7 +290,8 @@ struct CellRouting::Impl {
 
   // The core graph: core links, and for each cell one arc per (entry, exit) pair at the
   // cheapest way through it. Parallel arcs keep only the cheapest: a search needs no more.
-  void build_core_graph() {
+  // False, with the reason in `why`, when its distances do not fit a packed word.
+  bool build_core_graph(std::string& why) {
     struct Raw {
       std::uint32_t head, from;
       Label cost;
@@ -302,12 +319,27 @@ struct CellRouting::Impl {
       if (a.from != b.from) return a.from < b.from;
       return a.cost < b.cost;
     });
+    // A shortest path crosses each core node once, so its distance is at most (n - 1) times
+    // the dearest arc, and a label a search tries one arc more: n times, in each field.
+    std::uint64_t most_ps = 0, most_hops = 0;
+    for (const Raw& r : raw) {
+      most_ps = std::max(most_ps, r.cost.ps);
+      most_hops = std::max<std::uint64_t>(most_hops, r.cost.hops);
+    }
+    // n * m < 2^(bit_width(n) + bit_width(m)); a spare bit keeps every label below kFar.
+    const auto n = static_cast<std::uint64_t>(core.size());
+    hop_bits = static_cast<unsigned>(std::bit_width(n) + std::bit_width(most_hops));
+    const auto ps_bits = static_cast<unsigned>(std::bit_width(n) + std::bit_width(most_ps));
+    if (hop_bits + ps_bits > 63) {
+      why = "distances between switches may need more than 63 bits (" + std::to_string(ps_bits) +
+            " of picoseconds and " + std::to_string(hop_bits) + " of hops)";
+      return false;
+    }
     arc_begin.assign(core.size() + 1, 0);
     for (std::size_t i = 0; i < raw.size(); ++i) {
       if (i > 0 && raw[i].head == raw[i - 1].head && raw[i].from == raw[i - 1].from) continue;
       arc_from.push_back(raw[i].from);
-      arc_ps.push_back(raw[i].cost.ps);
-      arc_hops.push_back(raw[i].cost.hops);
+      arc_cost.push_back(pack(raw[i].cost));
       ++arc_begin[raw[i].head + 1];
     }
     for (std::size_t k = 0; k < core.size(); ++k) arc_begin[k + 1] += arc_begin[k];
@@ -315,12 +347,14 @@ struct CellRouting::Impl {
     for (const NodeId u : core) {
       for (LinkId id : out.of(u)) {
         const NodeId v = topology.link(id).to;
-        core_out.push_back({id, v, in_core(v) ? local[v] : kNotCore, ps[id]});
+        const bool arc = in_core(v) && v != u;
+        core_out.push_back({id, v, arc ? local[v] : kNotCore, ps[id], arc ? pack({ps[id], 1}) : 0});
       }
       core_out_begin.push_back(static_cast<std::uint32_t>(core_out.size()));
     }
     // Value-initialised: every pointer starts null.
-    dist = std::make_unique<std::atomic<const std::vector<Label>*>[]>(core.size());
+    dist = std::make_unique<std::atomic<const Table*>[]>(core.size());
+    return true;
   }
 
   bool reserve(std::size_t bytes) const {
@@ -329,29 +363,32 @@ struct CellRouting::Impl {
     return false;
   }
 
-  // D(., target); in `keep` when it could not be kept here.
-  const std::vector<Label>& table(std::uint32_t target,
-                                  std::unique_ptr<std::vector<Label>>& keep) const {
+  // D(., target), packed; in `keep` when it could not be kept here.
+  const Table& table(std::uint32_t target, std::unique_ptr<Table>& keep) const {
     if (const auto* t = dist[target].load(std::memory_order_acquire)) return *t;
-    auto label = std::make_unique<std::vector<Label>>(core.size());
-    std::vector<HeapEntry> heap{{Label{0, 0}, target}};
+    auto label = std::make_unique<Table>(core.size(), kFar);
+    struct Entry {
+      std::uint64_t label;
+      std::uint32_t index;
+      bool operator<(const Entry& o) const { return o.label < label; }  // min-heap
+    };
+    std::vector<Entry> heap{{0, target}};
     // Local pointers: the labels written below could alias the columns' vectors as far as the
     // compiler knows, and it reloaded each column's address at every arc.
-    Label* const labels = label->data();
+    std::uint64_t* const labels = label->data();
     const std::uint32_t* const begin = arc_begin.data();
     const std::uint32_t* const from = arc_from.data();
-    const std::uint64_t* const arc_cost = arc_ps.data();
-    const std::uint32_t* const hops = arc_hops.data();
-    labels[target] = Label{0, 0};
+    const std::uint64_t* const cost = arc_cost.data();
+    labels[target] = 0;
     while (!heap.empty()) {
       std::pop_heap(heap.begin(), heap.end());
-      const HeapEntry e = heap.back();
+      const Entry e = heap.back();
       heap.pop_back();
       if (labels[e.index] < e.label) continue;
-      // Arcs and settled labels are finite, and their sums far from overflow (build()).
+      // Settled labels and arcs sum below kFar (build_core_graph()).
       for (std::uint32_t a = begin[e.index], end = begin[e.index + 1]; a < end; ++a) {
-        const Label nl{e.label.ps + arc_cost[a], e.label.hops + hops[a]};
-        Label& old = labels[from[a]];
+        const std::uint64_t nl = e.label + cost[a];
+        std::uint64_t& old = labels[from[a]];
         if (nl < old) {
           old = nl;
           heap.push_back({nl, from[a]});
@@ -359,12 +396,12 @@ struct CellRouting::Impl {
         }
       }
     }
-    const std::size_t bytes = label->size() * sizeof(Label);
+    const std::size_t bytes = label->size() * sizeof(std::uint64_t);
     if (!reserve(bytes)) {
       keep = std::move(label);
       return *keep;
     }
-    const std::vector<Label>* expected = nullptr;
+    const Table* expected = nullptr;
     if (!dist[target].compare_exchange_strong(expected, label.get(), std::memory_order_acq_rel)) {
       memory_used.fetch_sub(bytes);
       return *expected;  // another thread published it first
@@ -375,20 +412,19 @@ struct CellRouting::Impl {
   }
 
   // Distance from any node to core node t, given t's table.
-  Label to_core(NodeId v, const std::vector<Label>& d) const {
-    if (in_core(v)) return d[local[v]];
+  Label to_core(NodeId v, const Table& d) const {
+    if (in_core(v)) return unpack(d[local[v]]);
     const auto x = exits_of(static_cast<std::size_t>(cell(v)));
     const Label* row = leave_row(v);
     Label best;
     for (std::size_t i = 0; i < x.size(); ++i)
-      best = std::min(best, join(row[i], d[local[topology.link(x[i]).to]]));
+      best = std::min(best, join(row[i], unpack(d[local[topology.link(x[i]).to]])));
     return best;
   }
 
   // The equal-cost links from core node u towards core node t, whose table is `d`; in `spill`
   // when the list could not be kept here.
-  const std::vector<Candidate>& next_towards(std::uint32_t u, std::uint32_t t,
-                                             const std::vector<Label>& d,
+  const std::vector<Candidate>& next_towards(std::uint32_t u, std::uint32_t t, const Table& d,
                                              std::vector<Candidate>& spill) const {
     const std::uint64_t key = (std::uint64_t{u} << 32) | t;
     NextShard& shard = next_shards[mix(key) % kShards];
@@ -397,10 +433,20 @@ struct CellRouting::Impl {
       if (auto it = shard.next.find(key); it != shard.next.end()) return it->second;
     }
     std::vector<Candidate> found;
+    // A spine has a link to every leaf: its links to core nodes compare packed words.
+    const std::uint64_t du = d[u];
+    const Label here = unpack(du);
     for (std::uint32_t i = core_out_begin[u]; i < core_out_begin[u + 1]; ++i) {
       const CoreLink& l = core_out[i];
-      const Label lv = l.to_core != kNotCore ? d[l.to_core] : to_core(l.to, d);
-      if (lv.finite() && extend(lv, l.ps) == d[u]) found.push_back({name_rank[l.to], l.link, l.to});
+      bool tight = false;
+      if (l.to_core != kNotCore) {
+        const std::uint64_t dv = d[l.to_core];
+        tight = dv != kFar && dv + l.step == du;
+      } else {
+        const Label lv = to_core(l.to, d);
+        tight = lv.finite() && extend(lv, l.ps) == here;
+      }
+      if (tight) found.push_back({name_rank[l.to], l.link, l.to});
     }
     std::sort(found.begin(), found.end());
     // A map node and its list: about 64 bytes besides the candidates.
@@ -425,13 +471,13 @@ struct Destination {
     LinkId link;
     std::uint32_t tail;  // core index
     Label cost;          // from the tail, over the entry, to the destination
-    const std::vector<Label>* table;
+    const CoreTable* table;
   };
   std::int32_t cell;
-  const Label* inside = nullptr;              // by local index; none for a core node
-  const std::vector<Label>* table = nullptr;  // a core destination's own table
+  const Label* inside = nullptr;     // by local index; none for a core node
+  const CoreTable* table = nullptr;  // a core destination's own table
   std::vector<Entry> entries;
-  std::vector<std::unique_ptr<std::vector<Label>>> kept;  // tables the router could not keep
+  std::vector<std::unique_ptr<CoreTable>> kept;  // tables the router could not keep
 };
 
 // A route's working vectors, kept by each thread from one route to the next: a route allocated
@@ -467,7 +513,7 @@ std::unique_ptr<CellRouting> CellRouting::build(const Topology& topology, const 
   impl->index_cells();
   impl->classify_cells();
   impl->build_leave_tables();
-  impl->build_core_graph();
+  if (!impl->build_core_graph(why)) return nullptr;
   return std::unique_ptr<CellRouting>(new CellRouting(std::move(impl)));
 }
 
@@ -509,9 +555,9 @@ std::optional<Route> CellRouting::compute(NodeId from, NodeId to, bool ecmp, std
     return dest.entries;
   };
   const auto core_label = [&](std::uint32_t k) {
-    if (dest.table != nullptr) return (*dest.table)[k];
+    if (dest.table != nullptr) return m.unpack((*dest.table)[k]);
     Label best;
-    for (const auto& e : entries()) best = std::min(best, join((*e.table)[k], e.cost));
+    for (const auto& e : entries()) best = std::min(best, join(m.unpack((*e.table)[k]), e.cost));
     return best;
   };
   // The core labels of the heads of one cell's exits: a walk asks for the labels of many nodes
@@ -565,7 +611,7 @@ std::optional<Route> CellRouting::compute(NodeId from, NodeId to, bool ecmp, std
       std::vector<std::uint32_t>& tails = scratch.tails;
       tails.clear();
       for (const auto& e : entries()) {
-        if (join((*e.table)[m.local[u]], e.cost) != here) continue;
+        if (join(m.unpack((*e.table)[m.local[u]]), e.cost) != here) continue;
         if (e.tail == m.local[u]) {
           const NodeId x = t.link(e.link).to;
           candidates.push_back({m.name_rank[x], e.link, x});

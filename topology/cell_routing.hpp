@@ -33,7 +33,10 @@ namespace collsim::topo::detail {
 
 class CellRouting {
  public:
-  // nullptr, with the reason in `why`, when latencies are too large for exact sums. The spans must
+  // nullptr, with the reason in `why`, when latencies are too large for exact sums: a core table
+  // packs each distance, picoseconds and hops, in one 64-bit word, and the automatic routing
+  // method then searches the whole graph instead (no shipped or generated fabric comes near:
+  // 131,072 GPUs need 50 of the 63 bits). The spans must
   // outlive the result: link latencies in picoseconds, and each node's position in name order. Core
   // tables and next-link lists are kept within `memory_limit` bytes and rebuilt for each route
   // beyond it (slower, same routes).

@@ -240,3 +240,24 @@ TEST_CASE("servers joined by a link form one cell") {
   CHECK(cells.route(z, y).links.size() == 2);
   CHECK(mismatches(t, all_nodes(t), {0, 1}) == 0);
 }
+
+TEST_CASE("routing by cells packs long distances exactly, and leaves those too long to search") {
+  // The core tables pack a distance in one word (picoseconds above hops). Latencies of seconds
+  // use most of its bits and must still give the search's routes; latencies of hours do not fit,
+  // and then the automatic method searches the whole graph instead while routing by cells is
+  // refused with the reason.
+  for (std::uint32_t seed = 1; seed <= 40; ++seed) {
+    Topology t = random_fabric(seed);
+    for (LinkId id = 0; id < t.num_links(); ++id) t.link(id).latency *= 2e7;  // 100 ns -> 2 s
+    INFO("seed " << seed);
+    REQUIRE(mismatches(t, all_nodes(t), {0, 1}) == 0);
+  }
+  Topology t = random_fabric(7);
+  for (LinkId id = 0; id < t.num_links(); ++id) t.link(id).latency *= 1.5e11;  // 100 ns -> 4 h
+  CHECK_THROWS_WITH(Router(t, RoutingOptions{.method = RoutingMethod::cells}),
+                    Catch::Contains("more than 63 bits"));
+  const Router automatic(t), search(t, RoutingOptions{.method = RoutingMethod::search});
+  for (NodeId a = 0; a < t.num_nodes(); ++a)
+    for (NodeId b = 0; b < t.num_nodes(); ++b)
+      CHECK(outcome(automatic, a, b, 0) == outcome(search, a, b, 0));
+}
