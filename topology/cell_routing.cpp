@@ -82,6 +82,14 @@ struct CellRouting::Impl {
   std::vector<std::uint32_t> arc_begin;
   std::vector<std::uint32_t> arc_from;
   std::vector<std::uint64_t> arc_cost;
+  // Twins: core nodes with the same arcs in (from the same nodes at the same costs), numbered
+  // by class, kNotTwin for a node with none. Once a search has settled one of a class, the
+  // others settle no lower and their arcs can lower no label: the search skips them. The 16
+  // spines of a rail-optimised fabric are twins, each with an arc from each of 4,096 leaves:
+  // 38 % of a table's arcs.
+  static constexpr std::uint32_t kNotTwin = ~std::uint32_t{0};
+  std::vector<std::uint32_t> twin_class;
+  std::uint32_t twin_classes = 0;
 
   // D(., t) for core target t, packed, built on first use and never changed afterwards.
   std::unique_ptr<std::atomic<const Table*>[]> dist;
@@ -343,6 +351,7 @@ struct CellRouting::Impl {
       ++arc_begin[raw[i].head + 1];
     }
     for (std::size_t k = 0; k < core.size(); ++k) arc_begin[k + 1] += arc_begin[k];
+    find_twins();
     core_out_begin.assign(1, 0);
     for (const NodeId u : core) {
       for (LinkId id : out.of(u)) {
@@ -355,6 +364,28 @@ struct CellRouting::Impl {
     // Value-initialised: every pointer starts null.
     dist = std::make_unique<std::atomic<const Table*>[]>(core.size());
     return true;
+  }
+
+  // Twins among the core nodes with at least kTwinArcs arcs in: fewer save too little to pay
+  // for the check.
+  static constexpr std::uint32_t kTwinArcs = 16;
+  void find_twins() {
+    twin_class.assign(core.size(), kNotTwin);
+    std::map<std::vector<std::uint64_t>, std::vector<std::uint32_t>> by_arcs;
+    for (std::uint32_t k = 0; k < core.size(); ++k) {
+      if (arc_begin[k + 1] - arc_begin[k] < kTwinArcs) continue;
+      std::vector<std::uint64_t> arcs;
+      for (std::uint32_t a = arc_begin[k]; a < arc_begin[k + 1]; ++a) {
+        arcs.push_back(arc_from[a]);
+        arcs.push_back(arc_cost[a]);
+      }
+      by_arcs[std::move(arcs)].push_back(k);
+    }
+    for (const auto& [arcs, nodes] : by_arcs) {
+      if (nodes.size() < 2) continue;
+      for (const std::uint32_t k : nodes) twin_class[k] = twin_classes;
+      ++twin_classes;
+    }
   }
 
   bool reserve(std::size_t bytes) const {
@@ -380,11 +411,16 @@ struct CellRouting::Impl {
     const std::uint32_t* const from = arc_from.data();
     const std::uint64_t* const cost = arc_cost.data();
     labels[target] = 0;
+    std::vector<bool> twin_settled(twin_classes);
     while (!heap.empty()) {
       std::pop_heap(heap.begin(), heap.end());
       const Entry e = heap.back();
       heap.pop_back();
       if (labels[e.index] < e.label) continue;
+      if (const std::uint32_t c = twin_class[e.index]; c != kNotTwin) {
+        if (twin_settled[c]) continue;
+        twin_settled[c] = true;
+      }
       // Settled labels and arcs sum below kFar (build_core_graph()).
       for (std::uint32_t a = begin[e.index], end = begin[e.index + 1]; a < end; ++a) {
         const std::uint64_t nl = e.label + cost[a];

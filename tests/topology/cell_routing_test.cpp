@@ -261,3 +261,42 @@ TEST_CASE("routing by cells packs long distances exactly, and leaves those too l
     for (NodeId b = 0; b < t.num_nodes(); ++b)
       CHECK(outcome(automatic, a, b, 0) == outcome(search, a, b, 0));
 }
+
+TEST_CASE(
+    "routing by cells agrees with the search where twin switches sit at different distances") {
+  // Switches a and b have the same links in, from 16 leaf switches at the same latency (twins:
+  // a table's search relaxes the links into only the first of them it settles), but only one-way
+  // links out to the switch t, of different latencies, so that every table towards t reaches
+  // them at different distances, and towards a leaf through either.
+  Topology t;
+  const auto sw = [&](const std::string& name) {
+    Node n;
+    n.name = name;
+    n.kind = NodeKind::network_switch;
+    return t.add_node(std::move(n));
+  };
+  const auto one_way = [&](NodeId a, NodeId b, double latency) {
+    const auto index = static_cast<std::uint32_t>(t.num_links());
+    t.add_link(Link{a, b, LinkKind::network, 1e9, latency, index});
+  };
+  const NodeId a = sw("a"), b = sw("b"), target = sw("t");
+  one_way(a, target, 100e-9);
+  one_way(b, target, 500e-9);
+  for (int i = 0; i < 16; ++i) {
+    const NodeId leaf = sw(numbered("leaf", i));
+    one_way(leaf, a, 300e-9);
+    one_way(leaf, b, 300e-9);
+    one_way(a, leaf, 200e-9 + 10e-9 * i);
+    one_way(b, leaf, 250e-9);
+    t.add_server(Server{numbered("s", i), kNone, true, true});
+    Node gpu;
+    gpu.name = numbered("s", i, "gpu");
+    gpu.kind = NodeKind::gpu;
+    gpu.server = i;
+    const NodeId g = t.add_node(std::move(gpu));
+    one_way(g, leaf, 150e-9);
+    one_way(leaf, g, 150e-9);
+  }
+  finalize(t);
+  CHECK(mismatches(t, all_nodes(t), {0, 1, 5}) == 0);
+}
