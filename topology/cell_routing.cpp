@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "topology/error.hpp"
+#include "topology/radix_queue.hpp"
 
 namespace collsim::topo::detail {
 namespace {
@@ -398,12 +399,10 @@ struct CellRouting::Impl {
   const Table& table(std::uint32_t target, std::unique_ptr<Table>& keep) const {
     if (const auto* t = dist[target].load(std::memory_order_acquire)) return *t;
     auto label = std::make_unique<Table>(core.size(), kFar);
-    struct Entry {
-      std::uint64_t label;
-      std::uint32_t index;
-      bool operator<(const Entry& o) const { return o.label < label; }  // min-heap
-    };
-    std::vector<Entry> heap{{0, target}};
+    // A table is the same whatever order a search settles equal labels in.
+    thread_local RadixQueue<std::uint32_t> queue;
+    queue.clear();
+    queue.push(0, target);
     // Local pointers: the labels written below could alias the columns' vectors as far as the
     // compiler knows, and it reloaded each column's address at every arc.
     std::uint64_t* const labels = label->data();
@@ -412,23 +411,20 @@ struct CellRouting::Impl {
     const std::uint64_t* const cost = arc_cost.data();
     labels[target] = 0;
     std::vector<bool> twin_settled(twin_classes);
-    while (!heap.empty()) {
-      std::pop_heap(heap.begin(), heap.end());
-      const Entry e = heap.back();
-      heap.pop_back();
-      if (labels[e.index] < e.label) continue;
-      if (const std::uint32_t c = twin_class[e.index]; c != kNotTwin) {
+    while (!queue.empty()) {
+      const auto [at, k] = queue.pop();
+      if (labels[k] < at) continue;
+      if (const std::uint32_t c = twin_class[k]; c != kNotTwin) {
         if (twin_settled[c]) continue;
         twin_settled[c] = true;
       }
       // Settled labels and arcs sum below kFar (build_core_graph()).
-      for (std::uint32_t a = begin[e.index], end = begin[e.index + 1]; a < end; ++a) {
-        const std::uint64_t nl = e.label + cost[a];
+      for (std::uint32_t a = begin[k], end = begin[k + 1]; a < end; ++a) {
+        const std::uint64_t nl = at + cost[a];
         std::uint64_t& old = labels[from[a]];
         if (nl < old) {
           old = nl;
-          heap.push_back({nl, from[a]});
-          std::push_heap(heap.begin(), heap.end());
+          queue.push(nl, from[a]);
         }
       }
     }
