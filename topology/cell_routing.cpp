@@ -91,6 +91,10 @@ struct CellRouting::Impl {
   static constexpr std::uint32_t kNotTwin = ~std::uint32_t{0};
   std::vector<std::uint32_t> twin_class;
   std::uint32_t twin_classes = 0;
+  // Twins by their links out (to the same nodes at the same latencies, in the same order), by
+  // class: at the same distance from a target, the same positions of their lists are tight, and
+  // next_towards() scans one spine's 4,096 links for each target instead of every spine's.
+  std::vector<std::uint32_t> out_twin_class;
 
   // D(., t) for core target t, packed, built on first use and never changed afterwards.
   std::unique_ptr<std::atomic<const Table*>[]> dist;
@@ -107,6 +111,17 @@ struct CellRouting::Impl {
     std::unordered_map<std::uint64_t, std::vector<Candidate>> next;
   };
   std::unique_ptr<NextShard[]> next_shards{new NextShard[kShards]};
+  // The tight positions of an out-twin class's lists towards core node t, for its members at
+  // distance `at` from t.
+  struct Tight {
+    std::uint64_t at;
+    std::vector<std::uint32_t> positions;
+  };
+  struct TightShard {
+    std::shared_mutex mutex;
+    std::unordered_map<std::uint64_t, Tight> tight;
+  };
+  std::unique_ptr<TightShard[]> tight_shards{new TightShard[kShards]};
 
   Impl(const Topology& t, const Adjacency& o, std::span<const std::uint64_t> p,
        std::span<const std::uint32_t> r)
@@ -362,6 +377,7 @@ struct CellRouting::Impl {
       }
       core_out_begin.push_back(static_cast<std::uint32_t>(core_out.size()));
     }
+    find_out_twins();
     // Value-initialised: every pointer starts null.
     dist = std::make_unique<std::atomic<const Table*>[]>(core.size());
     return true;
@@ -386,6 +402,26 @@ struct CellRouting::Impl {
       if (nodes.size() < 2) continue;
       for (const std::uint32_t k : nodes) twin_class[k] = twin_classes;
       ++twin_classes;
+    }
+  }
+
+  void find_out_twins() {
+    out_twin_class.assign(core.size(), kNotTwin);
+    std::map<std::vector<std::uint64_t>, std::vector<std::uint32_t>> by_links;
+    for (std::uint32_t k = 0; k < core.size(); ++k) {
+      if (core_out_begin[k + 1] - core_out_begin[k] < kTwinArcs) continue;
+      std::vector<std::uint64_t> links;
+      for (std::uint32_t i = core_out_begin[k]; i < core_out_begin[k + 1]; ++i) {
+        links.push_back(core_out[i].to);
+        links.push_back(core_out[i].ps);
+      }
+      by_links[std::move(links)].push_back(k);
+    }
+    std::uint32_t classes = 0;
+    for (const auto& [links, nodes] : by_links) {
+      if (nodes.size() < 2) continue;
+      for (const std::uint32_t k : nodes) out_twin_class[k] = classes;
+      ++classes;
     }
   }
 
@@ -454,6 +490,29 @@ struct CellRouting::Impl {
     return best;
   }
 
+  // The positions in core node u's list of links of those on a shortest path towards the core
+  // node whose table is `d`.
+  std::vector<std::uint32_t> tight_positions(std::uint32_t u, const Table& d) const {
+    std::vector<std::uint32_t> positions;
+    // A spine has a link to every leaf: its links to core nodes compare packed words.
+    const std::uint64_t du = d[u];
+    const Label here = unpack(du);
+    const std::uint32_t begin = core_out_begin[u];
+    for (std::uint32_t i = begin; i < core_out_begin[u + 1]; ++i) {
+      const CoreLink& l = core_out[i];
+      bool tight = false;
+      if (l.to_core != kNotCore) {
+        const std::uint64_t dv = d[l.to_core];
+        tight = dv != kFar && dv + l.step == du;
+      } else {
+        const Label lv = to_core(l.to, d);
+        tight = lv.finite() && extend(lv, l.ps) == here;
+      }
+      if (tight) positions.push_back(i - begin);
+    }
+    return positions;
+  }
+
   // The equal-cost links from core node u towards core node t, whose table is `d`; in `spill`
   // when the list could not be kept here.
   const std::vector<Candidate>& next_towards(std::uint32_t u, std::uint32_t t, const Table& d,
@@ -465,20 +524,36 @@ struct CellRouting::Impl {
       if (auto it = shard.next.find(key); it != shard.next.end()) return it->second;
     }
     std::vector<Candidate> found;
-    // A spine has a link to every leaf: its links to core nodes compare packed words.
+    const auto add = [&](std::uint32_t i) {
+      const CoreLink& l = core_out[core_out_begin[u] + i];
+      found.push_back({name_rank[l.to], l.link, l.to});
+    };
     const std::uint64_t du = d[u];
-    const Label here = unpack(du);
-    for (std::uint32_t i = core_out_begin[u]; i < core_out_begin[u + 1]; ++i) {
-      const CoreLink& l = core_out[i];
-      bool tight = false;
-      if (l.to_core != kNotCore) {
-        const std::uint64_t dv = d[l.to_core];
-        tight = dv != kFar && dv + l.step == du;
-      } else {
-        const Label lv = to_core(l.to, d);
-        tight = lv.finite() && extend(lv, l.ps) == here;
+    const std::uint32_t c = out_twin_class[u];
+    if (c == kNotTwin) {
+      for (const std::uint32_t i : tight_positions(u, d)) add(i);
+    } else {
+      const std::uint64_t twin_key = (std::uint64_t{c} << 32) | t;
+      TightShard& tshard = tight_shards[mix(twin_key) % kShards];
+      bool known = false;
+      {
+        std::shared_lock lock(tshard.mutex);
+        if (auto it = tshard.tight.find(twin_key);
+            it != tshard.tight.end() && it->second.at == du) {
+          known = true;
+          for (const std::uint32_t i : it->second.positions) add(i);
+        }
       }
-      if (tight) found.push_back({name_rank[l.to], l.link, l.to});
+      if (!known) {
+        std::vector<std::uint32_t> positions = tight_positions(u, d);
+        for (const std::uint32_t i : positions) add(i);
+        const std::size_t bytes = 64 + positions.size() * sizeof(std::uint32_t);
+        if (reserve(bytes)) {
+          std::unique_lock lock(tshard.mutex);
+          if (!tshard.tight.try_emplace(twin_key, Tight{du, std::move(positions)}).second)
+            memory_used.fetch_sub(bytes);  // kept first by another thread or another distance
+        }
+      }
     }
     std::sort(found.begin(), found.end());
     // A map node and its list: about 64 bytes besides the candidates.
