@@ -367,7 +367,12 @@ struct CellRouting::Impl {
       ++arc_begin[raw[i].head + 1];
     }
     for (std::size_t k = 0; k < core.size(); ++k) arc_begin[k + 1] += arc_begin[k];
-    find_twins();
+    twin_classes = find_twins(
+        arc_begin,
+        [&](std::uint32_t a) {
+          return std::pair{arc_from[a], arc_cost[a]};
+        },
+        twin_class);
     core_out_begin.assign(1, 0);
     for (const NodeId u : core) {
       for (LinkId id : out.of(u)) {
@@ -377,52 +382,45 @@ struct CellRouting::Impl {
       }
       core_out_begin.push_back(static_cast<std::uint32_t>(core_out.size()));
     }
-    find_out_twins();
+    find_twins(
+        core_out_begin,
+        [&](std::uint32_t i) {
+          return std::pair{core_out[i].to, core_out[i].ps};
+        },
+        out_twin_class);
     // Value-initialised: every pointer starts null.
     dist = std::make_unique<std::atomic<const Table*>[]>(core.size());
     return true;
   }
 
-  // Twins among the core nodes with at least kTwinArcs arcs in: fewer save too little to pay
-  // for the check.
+  // Twins among the core nodes with lists (arcs in, links out) of at least kTwinArcs entries:
+  // shorter ones save too little to pay for the check.
   static constexpr std::uint32_t kTwinArcs = 16;
-  void find_twins() {
-    twin_class.assign(core.size(), kNotTwin);
-    std::map<std::vector<std::uint64_t>, std::vector<std::uint32_t>> by_arcs;
+  // Numbers the classes of two core nodes or more whose lists, from `begin`, are the same entry
+  // for entry (each entry two words, `words(i)`), into `classes`; kNotTwin for the others.
+  // Returns how many there are.
+  template <typename Words>
+  std::uint32_t find_twins(const std::vector<std::uint32_t>& begin, Words words,
+                           std::vector<std::uint32_t>& classes) const {
+    classes.assign(core.size(), kNotTwin);
+    std::map<std::vector<std::uint64_t>, std::vector<std::uint32_t>> by_list;
     for (std::uint32_t k = 0; k < core.size(); ++k) {
-      if (arc_begin[k + 1] - arc_begin[k] < kTwinArcs) continue;
-      std::vector<std::uint64_t> arcs;
-      for (std::uint32_t a = arc_begin[k]; a < arc_begin[k + 1]; ++a) {
-        arcs.push_back(arc_from[a]);
-        arcs.push_back(arc_cost[a]);
+      if (begin[k + 1] - begin[k] < kTwinArcs) continue;
+      std::vector<std::uint64_t> list;
+      for (std::uint32_t i = begin[k]; i < begin[k + 1]; ++i) {
+        const auto [first, second] = words(i);
+        list.push_back(first);
+        list.push_back(second);
       }
-      by_arcs[std::move(arcs)].push_back(k);
+      by_list[std::move(list)].push_back(k);
     }
-    for (const auto& [arcs, nodes] : by_arcs) {
+    std::uint32_t count = 0;
+    for (const auto& [list, nodes] : by_list) {
       if (nodes.size() < 2) continue;
-      for (const std::uint32_t k : nodes) twin_class[k] = twin_classes;
-      ++twin_classes;
+      for (const std::uint32_t k : nodes) classes[k] = count;
+      ++count;
     }
-  }
-
-  void find_out_twins() {
-    out_twin_class.assign(core.size(), kNotTwin);
-    std::map<std::vector<std::uint64_t>, std::vector<std::uint32_t>> by_links;
-    for (std::uint32_t k = 0; k < core.size(); ++k) {
-      if (core_out_begin[k + 1] - core_out_begin[k] < kTwinArcs) continue;
-      std::vector<std::uint64_t> links;
-      for (std::uint32_t i = core_out_begin[k]; i < core_out_begin[k + 1]; ++i) {
-        links.push_back(core_out[i].to);
-        links.push_back(core_out[i].ps);
-      }
-      by_links[std::move(links)].push_back(k);
-    }
-    std::uint32_t classes = 0;
-    for (const auto& [links, nodes] : by_links) {
-      if (nodes.size() < 2) continue;
-      for (const std::uint32_t k : nodes) out_twin_class[k] = classes;
-      ++classes;
-    }
+    return count;
   }
 
   bool reserve(std::size_t bytes) const {
