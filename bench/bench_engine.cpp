@@ -332,35 +332,6 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    if (only_setup) {
-      const double load_cpu = cpu_seconds() - load_c0;
-      sched::PlanRequest r;
-      r.collective = *collective;
-      r.algorithm = *algorithm;
-      r.size = parse_size(size_text);
-      r.chunks = chunks;
-      const double g0 = cpu_seconds();
-      const sched::Plan plan = sched::generate(router, r);
-      const double generate_cpu = cpu_seconds() - g0;
-      sim::Options first_event;
-      first_event.max_events = 1;
-      first_event.window_ops = window_ops;
-      first_event.sharing_regions = !components;
-      first_event.tie_links = !untied;
-      const double s0 = cpu_seconds();
-      const sim::Result res = sim::simulate(router, plan, first_event);
-      const double setup_cpu = cpu_seconds() - s0;
-      if (header)
-        std::printf(
-            "| GPUs | algorithm | k | ops | ops registered | load CPU s | generate CPU s | setup "
-            "CPU s | peak RSS MiB |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
-      std::printf("| %u | %s | %u | %zu | %llu | %.3f | %.3f | %.3f | %.0f |\n", gpus,
-                  algorithm_name.c_str(), chunks, plan.num_ops(),
-                  static_cast<unsigned long long>(res.ops_held), load_cpu, generate_cpu, setup_cpu,
-                  peak_rss_mib());
-      return 0;
-    }
-
     sim::Options options;
     options.sharing_regions = !components;
     options.tie_links = !untied;
@@ -388,6 +359,26 @@ int main(int argc, char** argv) {
     request.algorithm = *algorithm;
     request.size = parse_size(size_text);
     request.chunks = chunks;
+    if (only_setup) {
+      const double load_cpu = cpu_seconds() - load_c0;
+      const double g0 = cpu_seconds();
+      const sched::Plan plan = sched::generate(router, request);
+      const double generate_cpu = cpu_seconds() - g0;
+      sim::Options first_event = options;
+      first_event.max_events = 1;
+      const double s0 = cpu_seconds();
+      const sim::Result res = sim::simulate(router, plan, first_event);
+      const double setup_cpu = cpu_seconds() - s0;
+      if (header)
+        std::printf(
+            "| GPUs | algorithm | k | ops | ops registered | load CPU s | generate CPU s | setup "
+            "CPU s | peak RSS MiB |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
+      std::printf("| %u | %s | %u | %zu | %llu | %.3f | %.3f | %.3f | %.0f |\n", gpus,
+                  algorithm_name.c_str(), chunks, plan.num_ops(),
+                  static_cast<unsigned long long>(res.ops_held), load_cpu, generate_cpu, setup_cpu,
+                  peak_rss_mib());
+      return 0;
+    }
     if (!case_name.empty() && !whole && (sched::streams(request, gpus) || symmetry)) {
       // Generated while simulated, as the command line does: one figure for both.
       [[maybe_unused]] const auto [result, wall, cpu, first_cpu] =
