@@ -47,15 +47,17 @@ TEST_CASE("the radix queue pops keys in the order a heap does, as a search pushe
 }
 
 TEST_CASE("a cleared radix queue starts again from key 0") {
+  // Keys are filed by how they differ from the last key popped: after 8, a 9 would come out
+  // before a 3 had the queue not forgotten it.
   RadixQueue<int> queue;
-  queue.push(1ull << 40, 1);
-  CHECK(queue.pop() == std::pair<std::uint64_t, int>{1ull << 40, 1});
+  queue.push(8, 1);
+  CHECK(queue.pop() == std::pair<std::uint64_t, int>{8, 1});
   queue.push(1ull << 41, 2);
   queue.clear();
   CHECK(queue.empty());
-  queue.push(5, 3);
-  queue.push(2, 4);
-  CHECK(queue.pop() == std::pair<std::uint64_t, int>{2, 4});
-  CHECK(queue.pop() == std::pair<std::uint64_t, int>{5, 3});
+  queue.push(9, 3);
+  queue.push(3, 4);
+  CHECK(queue.pop() == std::pair<std::uint64_t, int>{3, 4});
+  CHECK(queue.pop() == std::pair<std::uint64_t, int>{9, 3});
   CHECK(queue.empty());
 }
