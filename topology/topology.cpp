@@ -56,29 +56,22 @@ std::string_view to_string(PathClass c) {
   return "?";
 }
 
-Topology::Topology() : graph_(std::make_unique<Graph>()) {}
+Topology::Topology() = default;
 Topology::~Topology() = default;
 Topology::Topology(Topology&&) noexcept = default;
 Topology& Topology::operator=(Topology&&) noexcept = default;
+Topology::Topology(const Topology& other) = default;
+Topology& Topology::operator=(const Topology& other) = default;
 
-Topology::Topology(const Topology& other)
-    : name_(other.name_),
-      nodes_(other.nodes_),
-      links_(other.links_),
-      servers_(other.servers_),
-      racks_(other.racks_),
-      gpus_(other.gpus_),
-      host_cpu_(other.host_cpu_),
-      // Rebuilt from the links rather than copied: Boost's copy trips -Wmaybe-uninitialized.
-      graph_(std::make_unique<Graph>(other.nodes_.size())),
-      index_(other.index_) {
-  for (LinkId id = 0; id < links_.size(); ++id)
-    boost::add_edge(links_[id].from, links_[id].to, id, *graph_);
-}
-
-Topology& Topology::operator=(const Topology& other) {
-  if (this != &other) *this = Topology(other);
-  return *this;
+const Topology::Graph& Topology::graph() const {
+  const std::lock_guard lock(graph_.mutex);
+  if (!graph_.graph) {
+    auto graph = std::make_unique<Graph>(nodes_.size());
+    for (LinkId id = 0; id < links_.size(); ++id)
+      boost::add_edge(links_[id].from, links_[id].to, id, *graph);
+    graph_.graph = std::move(graph);
+  }
+  return *graph_.graph;
 }
 
 NodeId Topology::add_node(Node node) {
@@ -87,7 +80,7 @@ NodeId Topology::add_node(Node node) {
     throw InternalError("Topology::add_node: duplicate node name '" + node.name + "'");
   if (node.kind == NodeKind::gpu) gpus_.push_back(id);
   nodes_.push_back(std::move(node));
-  boost::add_vertex(*graph_);
+  if (graph_.graph) boost::add_vertex(*graph_.graph);
   return id;
 }
 
@@ -95,7 +88,7 @@ LinkId Topology::add_link(Link link) {
   if (link.from >= nodes_.size() || link.to >= nodes_.size())
     throw InternalError("Topology::add_link: endpoint is not a node");
   const auto id = static_cast<LinkId>(links_.size());
-  boost::add_edge(link.from, link.to, id, *graph_);
+  if (graph_.graph) boost::add_edge(link.from, link.to, id, *graph_.graph);
   links_.push_back(link);
   return id;
 }

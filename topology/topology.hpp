@@ -2,8 +2,10 @@
 // The hardware graph: GPUs, switches, CPUs and NICs joined by directed links.
 //
 // Nodes and links live in flat vectors indexed by NodeId and LinkId; that is what the engine's hot
-// loop reads. The same ids form a Boost.Graph (vertex index = NodeId, edge property = LinkId) for
-// the graph algorithms: routing, reachability, diameter, GraphViz export.
+// loop and the routing read. The same ids form a Boost.Graph (vertex index = NodeId, edge property
+// = LinkId) for graph algorithms of a caller's own. It is built on the first call to graph(), not
+// while loading: its list node per edge cost 1.5 G instructions to build and free on a 131,072-GPU
+// cluster, which routing (adjacency.hpp, cell_routing.hpp) never reads.
 //
 // Every cost parameter is optional. An absent one costs nothing (kUnlimited bandwidth, zero
 // latency, unlimited copy engines), so a bare file is an exact twin of a textbook alpha-beta
@@ -12,6 +14,7 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -93,7 +96,8 @@ class Topology {
 
   Topology();
   ~Topology();
-  // Moves are cheap (the graph is held by pointer); copies are deep.
+  // Copies are deep; neither a copy nor a move carries the Boost graph, which the new object
+  // builds again if asked.
   Topology(Topology&&) noexcept;
   Topology& operator=(Topology&&) noexcept;
   Topology(const Topology& other);
@@ -118,7 +122,9 @@ class Topology {
   const std::vector<Link>& links() const { return links_; }
   const std::vector<Server>& servers() const { return servers_; }
   const std::vector<Rack>& racks() const { return racks_; }
-  const Graph& graph() const { return *graph_; }
+  // Built on the first call (safe from several threads); kept up to date by add_node and add_link
+  // after that, so a reference stays valid while the topology lives.
+  const Graph& graph() const;
   const Server& server(std::int32_t id) const { return servers_[static_cast<std::size_t>(id)]; }
   const Rack& rack(std::int32_t id) const { return racks_[static_cast<std::size_t>(id)]; }
 
@@ -138,7 +144,23 @@ class Topology {
   std::vector<Rack> racks_;
   std::vector<NodeId> gpus_;
   std::vector<NodeId> host_cpu_;  // per node, filled by finalize()
-  std::unique_ptr<Graph> graph_;
+  // The Boost graph once asked for. Copying or moving a topology leaves the target's empty.
+  struct LazyGraph {
+    LazyGraph() = default;
+    LazyGraph(const LazyGraph&) {}
+    LazyGraph(LazyGraph&&) noexcept {}
+    LazyGraph& operator=(const LazyGraph&) {
+      graph.reset();
+      return *this;
+    }
+    LazyGraph& operator=(LazyGraph&&) noexcept {
+      graph.reset();
+      return *this;
+    }
+    std::mutex mutex;
+    std::unique_ptr<Graph> graph;
+  };
+  mutable LazyGraph graph_;
   // Only looked up, never iterated, so its order cannot leak into outputs.
   struct NameHash {
     using is_transparent = void;

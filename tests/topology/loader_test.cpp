@@ -238,6 +238,46 @@ TEST_CASE("servers and racks are attached to nodes") {
       "/nodes/0/rack", {"but its server \"s\" is in rack \"r0\""}));
 }
 
+TEST_CASE("the Boost graph holds every link as an edge, also links added after it was built") {
+  Topology t = parse_topology(R"({"nodes": [{"name": "g{i}", "count": 3, "kind": "gpu"}],
+    "links": [{"from": "g0", "to": "g1", "kind": "nvlink"}, {"from": "g1", "to": "g2", "kind": "pcie"}]})",
+                              "t.json");
+  // Every edge (u, v) carries the id of a link from u to v, and each link id appears once.
+  const auto matches_links = [](const Topology& topology) {
+    const auto& g = topology.graph();
+    if (boost::num_vertices(g) != topology.num_nodes()) return false;
+    if (boost::num_edges(g) != topology.num_links()) return false;
+    std::vector<int> seen(topology.num_links(), 0);
+    for (const auto e : boost::make_iterator_range(boost::edges(g))) {
+      const LinkId id = g[e];
+      if (id >= seen.size() || seen[id]++ != 0) return false;
+      const Link& link = topology.link(id);
+      if (boost::source(e, g) != link.from || boost::target(e, g) != link.to) return false;
+    }
+    return true;
+  };
+  CHECK(t.num_links() == 4);  // two duplex links
+  CHECK(matches_links(t));
+  const auto* const built = &t.graph();
+  Node node;
+  node.name = "g3";
+  const NodeId g3 = t.add_node(node);
+  Link link;
+  link.from = g3;
+  link.to = 0;
+  t.add_link(link);
+  CHECK(&t.graph() == built);  // updated in place: references stay valid
+  CHECK(matches_links(t));
+  CHECK(boost::in_degree(0, t.graph()) == 2);
+  Topology copy = t;
+  CHECK(&copy.graph() != built);
+  CHECK(matches_links(copy));
+  Topology moved = std::move(copy);
+  CHECK(matches_links(moved));
+  copy = moved;
+  CHECK(matches_links(copy));
+}
+
 TEST_CASE("name patterns") {
   CHECK(has_error(errors_of(two_gpus(R"(, "count": 2)")), "/nodes/0/name",
                   {"duplicate node name \"g0\""}));
