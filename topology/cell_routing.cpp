@@ -338,11 +338,22 @@ struct CellRouting::Impl {
         }
       }
     }
-    std::sort(raw.begin(), raw.end(), [](const Raw& a, const Raw& b) {
-      if (a.head != b.head) return a.head < b.head;
-      if (a.from != b.from) return a.from < b.from;
-      return a.cost < b.cost;
-    });
+    // Ordered by (head, from, cost): placed by head first, then sorted within each head's few
+    // hundred arcs. One sort of the million arcs of a 131,072-GPU cluster cost 1.3 G instructions.
+    std::vector<std::uint32_t> head_begin(core.size() + 1, 0);
+    for (const Raw& r : raw) ++head_begin[r.head + 1];
+    for (std::size_t k = 0; k < core.size(); ++k) head_begin[k + 1] += head_begin[k];
+    {
+      std::vector<Raw> by_head(raw.size());
+      std::vector<std::uint32_t> next(head_begin.begin(), head_begin.end() - 1);
+      for (const Raw& r : raw) by_head[next[r.head]++] = r;
+      raw = std::move(by_head);
+    }
+    for (std::size_t k = 0; k < core.size(); ++k)
+      std::sort(raw.begin() + head_begin[k], raw.begin() + head_begin[k + 1],
+                [](const Raw& a, const Raw& b) {
+                  return a.from != b.from ? a.from < b.from : a.cost < b.cost;
+                });
     // A shortest path crosses each core node once, so its distance is at most (n - 1) times
     // the dearest arc, and a label a search tries one arc more: n times, in each field.
     std::uint64_t most_ps = 0, most_hops = 0;

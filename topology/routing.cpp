@@ -7,7 +7,6 @@
 #include <limits>
 #include <memory>
 #include <mutex>
-#include <numeric>
 #include <shared_mutex>
 #include <unordered_map>
 
@@ -143,10 +142,7 @@ struct Router::Cache {
       for (LinkId id : in.of(n)) in_edges.push_back(InEdge{t.link(id).from, link_ps[id]});
     }
     in_begin.push_back(static_cast<std::uint32_t>(in_edges.size()));
-    std::vector<NodeId> order(t.num_nodes());
-    std::iota(order.begin(), order.end(), NodeId{0});
-    std::sort(order.begin(), order.end(),
-              [&](NodeId a, NodeId b) { return t.node(a).name < t.node(b).name; });
+    const std::vector<NodeId> order = nodes_by_name(t);
     for (std::uint32_t i = 0; i < order.size(); ++i) name_rank[order[i]] = i;
     for (std::size_t i = 0; i < t.num_nodes(); ++i) {
       tables[i].store(nullptr, std::memory_order_relaxed);

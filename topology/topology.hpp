@@ -175,4 +175,7 @@ class Topology {
 // the shortest route from the GPU by latency, then hop count, then CPU name (routing.hpp).
 void finalize(Topology& topology);
 
+// Every node id in the order of the nodes' names, compared byte by byte as std::string's `<`.
+std::vector<NodeId> nodes_by_name(const Topology& topology);
+
 }  // namespace collsim::topo

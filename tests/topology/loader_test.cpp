@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
+#include <random>
 
 #include "tests/common/files.hpp"
 #include "topology/name_pattern.hpp"
@@ -276,6 +278,35 @@ TEST_CASE("the Boost graph holds every link as an edge, also links added after i
   CHECK(matches_links(moved));
   copy = moved;
   CHECK(matches_links(copy));
+}
+
+TEST_CASE("nodes by name are in the order of a sort of the names as strings") {
+  // Names that tie on their first 16 bytes, are prefixes of each other, hold zero bytes or bytes
+  // above 127, or are shorter than a word, in an order far from sorted.
+  std::vector<std::string> names = {"dgx00001/nvswitch0", "dgx00001/nvswitch", "dgx00001/nvswitch1",
+                                    "dgx00001/nvswitc",   "dgx0000",           "dgx00001",
+                                    "b",                  "a",                 "",
+                                    std::string("a\0b", 3), std::string("a\0", 2), "\xff",
+                                    "\x7f",               "ab",                "dgx00001/nvswitch0x"};
+  std::mt19937 random(7);
+  for (int i = 0; i < 200; ++i) {
+    std::string name;
+    const auto length = std::uniform_int_distribution<int>(0, 24)(random);
+    for (int c = 0; c < length; ++c)
+      name.push_back("ab/\0\xe9"[std::uniform_int_distribution<int>(0, 4)(random)]);
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  Topology t;
+  for (const std::string& name : names) {
+    Node node;
+    node.name = name;
+    t.add_node(node);
+  }
+  std::vector<NodeId> expected(names.size());
+  std::iota(expected.begin(), expected.end(), NodeId{0});
+  std::sort(expected.begin(), expected.end(),
+            [&](NodeId a, NodeId b) { return names[a] < names[b]; });
+  CHECK(nodes_by_name(t) == expected);
 }
 
 TEST_CASE("name patterns") {
