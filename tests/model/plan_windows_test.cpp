@@ -173,6 +173,17 @@ TEST_CASE("windows are cut where nothing after the cut can be ready yet", "[mode
     for (int i = 0; i < 6; ++i) p.add(compute(1));
     CHECK(sim::plan_windows(p, 4).size() == 1);
   }
+  SECTION("a window waits for each op's predecessor on its own stream, whatever the stream ids") {
+    // Streams 0 and 1 fit the table of (rank, stream); 1 and 60,000 are followed in a map.
+    for (const auto& [a, b] : {std::pair<StreamId, StreamId>{0, 1}, {1, 60000}}) {
+      Plan p = bare_plan(2);
+      for (int i = 0; i < 10; ++i) p.add(compute(1, i % 2 == 0 ? a : b));
+      const auto w = sim::plan_windows(p, 4);
+      REQUIRE(w.size() == 3);
+      CHECK(w[1].trigger == 2);  // ops 4 to 7 wait for ops 2 to 5
+      CHECK(w[2].trigger == 6);  // ops 8 and 9 wait for ops 6 and 7
+    }
+  }
   SECTION("small plans and target 0 are one window") {
     Plan p = bare_plan(1);
     for (int i = 0; i < 7; ++i) p.add(compute(0));
