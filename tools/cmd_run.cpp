@@ -675,7 +675,13 @@ void sweep_command(const RunOptions& o) {
                    ev.row.error.c_str());
     }
   };
-  const auto show = [&](std::size_t done, std::size_t all) { progress.update(done, all); };
+  // Only a bar that is drawn follows the running points (the pool then passes on their
+  // progress reports).
+  std::function<void(std::size_t, std::size_t, double)> show;
+  if (progress.enabled())
+    show = [&](std::size_t done, std::size_t all, double running) {
+      progress.update(done, all, running);
+    };
   if (!world) {
     run_points(s.context, points, s.name, s.jobs, emit, show);
   } else {

@@ -342,7 +342,7 @@ void World::agree(const std::exception_ptr& error) {
 void World::run_points(const Context& context, const std::vector<Point>& points,
                        const std::string& topology_name, unsigned jobs,
                        const std::function<void(std::size_t, const Evaluation&)>& emit,
-                       const std::function<void(std::size_t, std::size_t)>& progress) {
+                       const std::function<void(std::size_t, std::size_t, double)>& progress) {
   jobs = std::max(1u, jobs);
   if (rank_ != 0) {
     work_for_rank0(context, points, topology_name, jobs);
@@ -353,7 +353,7 @@ void World::run_points(const Context& context, const std::vector<Point>& points,
   Dispenser dispenser(estimated_costs(context, points),
                       static_cast<std::size_t>(size_) * std::size_t{jobs});
   std::vector<int> owner(total, -1);
-  PointPool pool(context, points, topology_name, jobs);
+  PointPool pool(context, points, topology_name, jobs, static_cast<bool>(progress));
   Sends replies;
   std::vector<std::optional<Evaluation>> pending(total);
   std::size_t emitted = 0;
@@ -395,7 +395,7 @@ void World::run_points(const Context& context, const std::vector<Point>& points,
       pending[emitted].reset();
     }
     replies.advance(false);
-    if (progress) progress(done, total);
+    if (progress) progress(done, total, pool.running());
   }
   replies.advance(true);
 }
@@ -492,7 +492,7 @@ void World::agree(const std::exception_ptr& error) {
 void World::run_points(const Context& context, const std::vector<Point>& points,
                        const std::string& topology_name, unsigned jobs,
                        const std::function<void(std::size_t, const Evaluation&)>& emit,
-                       const std::function<void(std::size_t, std::size_t)>& progress) {
+                       const std::function<void(std::size_t, std::size_t, double)>& progress) {
   cli::run_points(context, points, topology_name, jobs, emit, progress);
 }
 void World::finish() {}

@@ -72,12 +72,12 @@ class World {
   [[noreturn]] void abort(const std::exception_ptr& error);
 
   // Every rank evaluates the points rank 0 hands it. On rank 0, `emit` gets every row in input
-  // order and `progress` (done, total) counts every rank's points; other ranks send their
-  // results to rank 0 and call neither.
+  // order and `progress` (done, total, running) counts every rank's points, and the shares done
+  // of rank 0's running ones; other ranks send their results to rank 0 and call neither.
   void run_points(const Context& context, const std::vector<Point>& points,
                   const std::string& topology_name, unsigned jobs,
                   const std::function<void(std::size_t, const Evaluation&)>& emit,
-                  const std::function<void(std::size_t, std::size_t)>& progress);
+                  const std::function<void(std::size_t, std::size_t, double)>& progress);
 
   // Waits until rank 0 has every row, then finalises MPI. Rank 0 reports the sweep's outcome and
   // status for every rank; the others should then exit with status 0 (mpirun ends the whole job

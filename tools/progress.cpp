@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -28,24 +29,29 @@ bool Progress::stderr_is_terminal() {
   return isatty(STDERR_FILENO) == 1;
 }
 
-void Progress::update(std::size_t done, std::size_t total) {
+void Progress::update(std::size_t done, std::size_t total, double running) {
   if (!enabled_ || total == 0) return;
   const auto now = std::chrono::steady_clock::now();
   if (done < total && drawn_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
   last_draw_ = now;
   drawn_ = true;
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  constexpr std::size_t kWidth = 30;
-  const std::size_t filled = done * kWidth / total;
+  // The points done and the running points' shares: a sweep of a few long points moves before
+  // its first point ends. Never more than all.
+  const double progress = std::min(static_cast<double>(done) + std::max(running, 0.0),
+                                   static_cast<double>(total));
+  constexpr std::size_t kWidth = 24;
+  const auto filled = static_cast<std::size_t>(progress * kWidth / static_cast<double>(total));
   std::string bar(filled, '#');
   bar.resize(kWidth, '.');
-  // The estimate assumes the remaining points cost what the finished ones did on average.
+  // The estimate assumes the work left costs what the work done did on average.
   const std::string left =
-      done == 0
-          ? std::string("?")
-          : clock_text(elapsed * static_cast<double>(total - done) / static_cast<double>(done));
-  const std::string line = fmt::format("[{}] {}/{} points, {} elapsed, {} left", bar, done, total,
-                                       clock_text(elapsed), left);
+      progress <= 0 ? std::string("?")
+                    : clock_text(elapsed * (static_cast<double>(total) - progress) / progress);
+  const std::string share =
+      progress > static_cast<double>(done) ? fmt::format(" +{:.2f}", progress - done) : "";
+  const std::string line = fmt::format("[{}] {}/{} points{}, {} elapsed, {} left", bar, done,
+                                       total, share, clock_text(elapsed), left);
   fmt::print(out_, "\r{:<{}}", line, kLineWidth);
   std::fflush(out_);
 }

@@ -16,8 +16,9 @@ class Progress {
  public:
   // Draws nothing unless `enabled`; callers enable it when stderr is a terminal or on request.
   Progress(std::FILE* out, bool enabled);
-  // Redraws at most a few times a second, and always for the last point.
-  void update(std::size_t done, std::size_t total);
+  // Redraws at most a few times a second, and always for the last point. `running`: the shares
+  // done of the points still running, summed, which the bar and the time left count too.
+  void update(std::size_t done, std::size_t total, double running = 0);
   // A line of free text with the elapsed time, and the time left where the caller can tell
   // (`left_seconds` >= 0): drawn once the work has taken a second, then at most a few times a
   // second.
@@ -28,6 +29,7 @@ class Progress {
   // do not land behind it.
   void clear();
 
+  bool enabled() const { return enabled_; }
   // stderr is a terminal (the default for showing the bar).
   static bool stderr_is_terminal();
 

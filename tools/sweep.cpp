@@ -523,9 +523,26 @@ std::vector<std::size_t> start_order(const std::vector<double>& costs) {
   return Dispenser(costs, 1).take(costs.size());
 }
 
+namespace {
+// The point a pool's thread is evaluating, for the progress reports that come from inside it.
+thread_local std::size_t current_point = 0;
+}  // namespace
+
 PointPool::PointPool(const Context& context, const std::vector<Point>& points,
-                     std::string topology_name, unsigned threads)
+                     std::string topology_name, unsigned threads, bool track_running)
     : context_(context), points_(points), topology_name_(std::move(topology_name)) {
+  if (track_running) {
+    running_.assign(points_.size(), 0.0);
+    context_.progress = [this, passed = context.progress](const SimulationProgress& p) {
+      const std::size_t i = current_point;
+      const Point& point = points_[i];
+      if (p.fraction >= 0 && point.algo && point.chunks != kAutoChunks) {
+        const std::lock_guard lock(mutex_);
+        running_[i] = p.fraction;
+      }
+      if (passed) passed(p);
+    };
+  }
   threads_.reserve(std::max(1u, threads));
   for (unsigned t = 0; t < std::max(1u, threads); ++t) threads_.emplace_back([this] { work(); });
 }
@@ -575,6 +592,13 @@ std::vector<std::pair<std::size_t, Evaluation>> PointPool::finished(
   return out;
 }
 
+double PointPool::running() const {
+  std::lock_guard lock(mutex_);
+  double sum = 0;
+  for (const double share : running_) sum += share;
+  return sum;
+}
+
 void PointPool::work() {
   for (;;) {
     std::size_t i;
@@ -585,9 +609,11 @@ void PointPool::work() {
       i = queue_.front();
       queue_.pop_front();
     }
+    current_point = i;
     Evaluation ev = evaluate(context_, points_[i], topology_name_);
     {
       std::lock_guard lock(mutex_);
+      if (!running_.empty()) running_[i] = 0;
       finished_.emplace_back(i, std::move(ev));
     }
     done_.notify_one();
@@ -597,10 +623,10 @@ void PointPool::work() {
 void run_points(const Context& context, const std::vector<Point>& points,
                 const std::string& topology_name, unsigned jobs,
                 const std::function<void(std::size_t, const Evaluation&)>& emit,
-                const std::function<void(std::size_t, std::size_t)>& progress) {
+                const std::function<void(std::size_t, std::size_t, double)>& progress) {
   const std::size_t total = points.size();
   const auto threads = static_cast<unsigned>(std::min<std::size_t>(std::max(1u, jobs), total));
-  PointPool pool(context, points, topology_name, threads);
+  PointPool pool(context, points, topology_name, threads, static_cast<bool>(progress));
   for (std::size_t i : start_order(threads > 1 ? estimated_costs(context, points)
                                                : std::vector<double>(total, 1.0)))
     pool.add(i);
@@ -619,7 +645,7 @@ void run_points(const Context& context, const std::vector<Point>& points,
       emit(emitted, *results[emitted]);
       results[emitted].reset();
     }
-    if (progress) progress(done, total);
+    if (progress) progress(done, total, pool.running());
   }
 }
 

@@ -169,9 +169,10 @@ Evaluation evaluate(const Context& context, const Point& point, const std::strin
 // made the pool adds, closes and waits; the pool's threads only evaluate.
 class PointPool {
  public:
-  // Starts `threads` threads (at least one).
+  // Starts `threads` threads (at least one). With `track_running`, the pool follows how far its
+  // running points are (running()), through the context's progress reports, which it passes on.
   PointPool(const Context& context, const std::vector<Point>& points, std::string topology_name,
-            unsigned threads);
+            unsigned threads, bool track_running = false);
   // Drops the points not started and waits for the running ones.
   ~PointPool();
   PointPool(const PointPool&) = delete;
@@ -185,16 +186,22 @@ class PointPool {
   // Waits up to `timeout` for a point to finish; returns the points finished since the last
   // call, in the order they finished (empty when none did in time).
   std::vector<std::pair<std::size_t, Evaluation>> finished(std::chrono::milliseconds timeout);
+  // With track_running: the shares done of the points running now, summed. A point counts once
+  // it has reported a share (a streamed plan's share is against an estimate of its size), and
+  // only if it is one simulation: an auto search's share would start again with each (algorithm,
+  // k). A point is 0 again once it is among the finished, so done + running never counts it twice.
+  double running() const;
 
  private:
   void work();
 
-  const Context& context_;
+  Context context_;  // the caller's, with the progress reports passed through the pool's
   const std::vector<Point>& points_;
   const std::string topology_name_;
   mutable std::mutex mutex_;
   std::condition_variable added_, done_;
   std::deque<std::size_t> queue_;
+  std::vector<double> running_;  // per point, with track_running
   std::vector<std::pair<std::size_t, Evaluation>> finished_;
   std::size_t unfinished_ = 0;
   bool closed_ = false;
@@ -205,11 +212,12 @@ class PointPool {
 // as soon as every earlier point is done. On one thread the points run in input order, so that
 // rows stream as they finish; on several they start heaviest first (start_order), so that the
 // sweep does not end with one thread on a long point while the others wait. `progress` (may be
-// empty) gets (done, total).
+// empty) gets (done, total, running): the points done, of all, and the shares done of the points
+// running, summed (PointPool::running()).
 void run_points(const Context& context, const std::vector<Point>& points,
                 const std::string& topology_name, unsigned jobs,
                 const std::function<void(std::size_t, const Evaluation&)>& emit,
-                const std::function<void(std::size_t, std::size_t)>& progress);
+                const std::function<void(std::size_t, std::size_t, double)>& progress);
 
 // Each point's estimated cost: the events that resource_guard's estimate gives each (algorithm,
 // k) the point will simulate, summed over an auto search, plus one, so that a point refused at

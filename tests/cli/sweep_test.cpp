@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdio>
 
 #include "schedules/generate.hpp"
 #include "topology/error.hpp"
 #include "topology/loader.hpp"
+#include "tools/progress.hpp"
 
 using namespace collsim;
 using namespace collsim::cli;
@@ -187,6 +189,63 @@ TEST_CASE("a point pool evaluates each point added once, and says when it is don
     }
   CHECK(seen == std::vector<int>{2, 1, 1, 1, 1});
   CHECK(pool.finished(std::chrono::milliseconds(1)).empty());
+}
+
+TEST_CASE("a point pool follows the share done of its running points", "[cli][sweep]") {
+  // 64 ranks of the cluster: past 2^16 events, so the engine reports while the point runs.
+  const topo::Topology t =
+      topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/cluster-1024.json");
+  const topo::Router router(t);
+  Context context;
+  context.router = &router;
+  context.ranks.assign(t.gpus().begin(), t.gpus().begin() + 64);
+  std::vector<Point> points(2);
+  points[0].size = points[1].size = 64 << 20;
+  points[0].chunks = 8;
+  points[1].chunks = kAutoChunks;  // an auto search: its shares start again with each k
+  const PointPool* watched = nullptr;
+  std::vector<std::pair<double, double>> seen;  // (share reported, pool's running share then)
+  context.progress = [&](const SimulationProgress& p) {
+    if (p.fraction >= 0 && watched != nullptr) seen.emplace_back(p.fraction, watched->running());
+  };
+  for (const std::size_t i : {std::size_t{0}, std::size_t{1}}) {
+    INFO("point " << i);
+    seen.clear();
+    PointPool pool(context, points, "cluster", 1, true);
+    watched = &pool;
+    pool.add(i);
+    pool.close();
+    while (pool.unfinished() > 0) pool.finished(std::chrono::milliseconds(200));
+    watched = nullptr;
+    REQUIRE(seen.size() >= 3);  // the reports reach the caller's progress through the pool
+    CHECK(std::any_of(seen.begin(), seen.end(), [](const auto& s) { return s.first > 0; }));
+    for (const auto& [share, running] : seen) CHECK(running == (i == 0 ? share : 0.0));
+    CHECK(pool.running() == 0);  // a finished point no longer counts
+  }
+}
+
+TEST_CASE("the progress bar counts the running points' shares in its bar and time left",
+          "[cli][sweep]") {
+  const auto drawn = [](std::size_t done, std::size_t total, double running) {
+    std::FILE* out = std::tmpfile();
+    REQUIRE(out != nullptr);
+    Progress progress(out, true);
+    progress.update(done, total, running);
+    std::rewind(out);
+    std::string text(200, '\0');
+    text.resize(std::fread(text.data(), 1, text.size(), out));
+    std::fclose(out);
+    return text;
+  };
+  // Nothing done and nothing running: no estimate yet.
+  CHECK_THAT(drawn(0, 4, 0), Catch::Contains("[........................] 0/4 points, ") &&
+                                 Catch::Contains("? left"));
+  // A quarter of the work done by the running points alone: a quarter of the bar, an estimate.
+  const std::string quarter = drawn(0, 4, 1.0);
+  CHECK_THAT(quarter, Catch::Contains("[######..................] 0/4 points +1.00, "));
+  CHECK_THAT(quarter, !Catch::Contains("? left"));
+  CHECK_THAT(drawn(2, 4, 0.5), Catch::Contains("[###############.........] 2/4 points +0.50, "));
+  CHECK_THAT(drawn(4, 4, 0), Catch::Contains("[########################] 4/4 points, "));
 }
 
 TEST_CASE("a point's estimated cost grows with k and with an auto search", "[cli][sweep][mpi]") {
