@@ -49,6 +49,19 @@ struct Setup {
   Context context;
 };
 
+// The first 64 GPUs of cluster-1024: a 64 MiB ring there passes 2^16 events, so the engine
+// reports progress while it runs.
+struct ClusterSetup {
+  ClusterSetup() {
+    context.router = &router;
+    context.ranks.assign(t.gpus().begin(), t.gpus().begin() + 64);
+  }
+  const topo::Topology t =
+      topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/cluster-1024.json");
+  const topo::Router router{t};
+  Context context;
+};
+
 }  // namespace
 
 TEST_CASE("auto searches k = 1 2 4 ... 64 within the element count", "[cli][sweep]") {
@@ -192,13 +205,8 @@ TEST_CASE("a point pool evaluates each point added once, and says when it is don
 }
 
 TEST_CASE("a point pool follows the share done of its running points", "[cli][sweep]") {
-  // 64 ranks of the cluster: past 2^16 events, so the engine reports while the point runs.
-  const topo::Topology t =
-      topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/cluster-1024.json");
-  const topo::Router router(t);
-  Context context;
-  context.router = &router;
-  context.ranks.assign(t.gpus().begin(), t.gpus().begin() + 64);
+  ClusterSetup setup;
+  Context& context = setup.context;
   std::vector<Point> points(2);
   points[0].size = points[1].size = 64 << 20;
   points[0].chunks = 8;
@@ -310,13 +318,8 @@ TEST_CASE("light points travel in batches that shrink as the sweep ends", "[cli]
 }
 
 TEST_CASE("a simulation's progress says what share of its ops is done", "[cli][sweep]") {
-  // 64 ranks of the cluster: past 2^16 events, so the engine reports.
-  const topo::Topology t =
-      topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/cluster-1024.json");
-  const topo::Router router(t);
-  Context context;
-  context.router = &router;
-  context.ranks.assign(t.gpus().begin(), t.gpus().begin() + 64);
+  ClusterSetup setup;
+  Context& context = setup.context;
   std::vector<std::pair<std::string, SimulationProgress>> seen;
   context.progress = [&](const SimulationProgress& p) { seen.emplace_back(p.what, p); };
   for (sched::Algorithm algo : {sched::Algorithm::ring, sched::Algorithm::tree}) {
