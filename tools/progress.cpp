@@ -38,8 +38,8 @@ void Progress::update(std::size_t done, std::size_t total, double running) {
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   // The points done and the running points' shares: a sweep of a few long points moves before
   // its first point ends. Never more than all.
-  const double progress = std::min(static_cast<double>(done) + std::max(running, 0.0),
-                                   static_cast<double>(total));
+  const double progress =
+      std::min(static_cast<double>(done) + std::max(running, 0.0), static_cast<double>(total));
   constexpr std::size_t kWidth = 24;
   const auto filled = static_cast<std::size_t>(progress * kWidth / static_cast<double>(total));
   std::string bar(filled, '#');
@@ -50,8 +50,8 @@ void Progress::update(std::size_t done, std::size_t total, double running) {
                     : clock_text(elapsed * (static_cast<double>(total) - progress) / progress);
   const std::string share =
       progress > static_cast<double>(done) ? fmt::format(" +{:.2f}", progress - done) : "";
-  const std::string line = fmt::format("[{}] {}/{} points{}, {} elapsed, {} left", bar, done,
-                                       total, share, clock_text(elapsed), left);
+  const std::string line = fmt::format("[{}] {}/{} points{}, {} elapsed, {} left", bar, done, total,
+                                       share, clock_text(elapsed), left);
   fmt::print(out_, "\r{:<{}}", line, kLineWidth);
   std::fflush(out_);
 }

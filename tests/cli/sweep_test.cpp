@@ -7,9 +7,9 @@
 #include <cstdio>
 
 #include "schedules/generate.hpp"
+#include "tools/progress.hpp"
 #include "topology/error.hpp"
 #include "topology/loader.hpp"
-#include "tools/progress.hpp"
 
 using namespace collsim;
 using namespace collsim::cli;

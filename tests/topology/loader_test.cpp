@@ -283,11 +283,21 @@ TEST_CASE("the Boost graph holds every link as an edge, also links added after i
 TEST_CASE("nodes by name are in the order of a sort of the names as strings") {
   // Names that tie on their first 16 bytes, are prefixes of each other, hold zero bytes or bytes
   // above 127, or are shorter than a word, in an order far from sorted.
-  std::vector<std::string> names = {"dgx00001/nvswitch0", "dgx00001/nvswitch", "dgx00001/nvswitch1",
-                                    "dgx00001/nvswitc",   "dgx0000",           "dgx00001",
-                                    "b",                  "a",                 "",
-                                    std::string("a\0b", 3), std::string("a\0", 2), "\xff",
-                                    "\x7f",               "ab",                "dgx00001/nvswitch0x"};
+  std::vector<std::string> names = {"dgx00001/nvswitch0",
+                                    "dgx00001/nvswitch",
+                                    "dgx00001/nvswitch1",
+                                    "dgx00001/nvswitc",
+                                    "dgx0000",
+                                    "dgx00001",
+                                    "b",
+                                    "a",
+                                    "",
+                                    std::string("a\0b", 3),
+                                    std::string("a\0", 2),
+                                    "\xff",
+                                    "\x7f",
+                                    "ab",
+                                    "dgx00001/nvswitch0x"};
   std::mt19937 random(7);
   for (int i = 0; i < 200; ++i) {
     std::string name;
