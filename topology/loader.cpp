@@ -316,26 +316,39 @@ Template read_template(const std::string& name, const json& value, const std::st
     } else {
       std::vector<std::string> names;
       for (const Node& n : t.nodes) names.push_back(n.name);
+      int suggestions_left = 20;  // a suggestion scans every name; keep error floods cheap
+      constexpr std::size_t kMissingShown = 8;
       for (std::size_t i = 0; i < links->size(); ++i) {
         std::vector<LinkSpec> specs;
         const std::string p = json_io::pointer(r.ptr("links"), i);
         const bool good = read_links((*links)[i], p, sink, specs);
         t.ok = t.ok && good;
+        // An entry with a large count can name millions of missing nodes: the first few are
+        // reported, the rest counted in one line.
+        std::size_t missing = 0;
         for (const LinkSpec& s : specs) {
           const auto a = local.find(s.from), b = local.find(s.to);
           for (const auto& [key, it, text] :
                {std::tuple{"from", a, s.from}, std::tuple{"to", b, s.to}}) {
-            if (it == local.end()) {
+            if (it == local.end() && ++missing > kMissingShown) {
+              t.ok = false;
+            } else if (it == local.end()) {
+              std::string hint;
+              if (suggestions_left-- > 0) hint = json_io::suggest(text, names);
               sink.error(json_io::pointer(p, key),
                          fmt::format("link refers to \"{}\", which is not a node of template "
                                      "\"{}\"{}; links in a template join that template's nodes",
-                                     text, name, json_io::suggest(text, names)));
+                                     text, name, hint));
               t.ok = false;
             }
           }
           if (good && a != local.end() && b != local.end())
             t.links.push_back({a->second, b->second, s.kind, s.bandwidth, s.latency, s.duplex});
         }
+        if (missing > kMissingShown)
+          sink.error(p, fmt::format("{} more references of this entry to nodes that are not in "
+                                    "template \"{}\"",
+                                    missing - kMissingShown, name));
       }
     }
   }

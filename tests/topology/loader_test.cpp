@@ -319,6 +319,18 @@ TEST_CASE("nodes by name are in the order of a sort of the names as strings") {
   CHECK(nodes_by_name(t) == expected);
 }
 
+TEST_CASE("a template link entry naming many missing nodes reports a few and counts the rest") {
+  const auto ds =
+      errors_of(R"({"templates": {"s": {"nodes": [{"name": "g{i}", "count": 2, "kind": "gpu"},
+      {"name": "h", "kind": "nvswitch"}],
+      "links": [{"from": "g{i}", "to": "h", "count": 1000, "kind": "nvlink"}]}},
+    "servers": [{"name": "a", "template": "s"}]})");
+  CHECK(has_error(ds, "/templates/s/links/0/from", {"\"g2\", which is not a node of template"}));
+  CHECK(has_error(ds, "/templates/s/links/0", {"990 more references of this entry"}));
+  INFO(dump(ds));
+  CHECK(ds.size() == 9);  // g2 to g9 shown, g10 to g999 counted
+}
+
 TEST_CASE("name patterns") {
   CHECK(has_error(errors_of(two_gpus(R"(, "count": 2)")), "/nodes/0/name",
                   {"duplicate node name \"g0\""}));
