@@ -37,6 +37,7 @@
 // A flow whose rate came out exactly as before keeps its completion time, so an undisturbed flow
 // ends at exactly start + bytes / rate.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -201,13 +202,16 @@ class FlowModel {
     bool bottleneck;      // this resource is the flow's committed bottleneck
   };
   static_assert(sizeof(Entry) == 32, "two entries per cache line");
-  // A resource's flow list, in 16 bytes: a resource record fits one cache line.
-  using EntryList = CompactList<Entry, 0>;
-  // One cache line: everything starting, ending or gathering a flow reads of a resource. The
-  // bytes drained through it are counted in bytes_, and the filling's scratch in share_.
+  // A resource's flow list, its first two entries inside the resource record: a filling reaches a
+  // resource's entries through the record, and where they lay apart, reaching them was one more
+  // cache miss waiting on the record's own. Most lists a tree's fillings read hold one or two.
+  using EntryList = CompactList<Entry, 2>;
+  // Two cache lines: the first holds everything starting, ending or gathering a flow reads of a
+  // resource but its entries, which fill the second, so that a flow alone on its resources (a
+  // ring's) touches one line. The bytes drained through it are counted in bytes_, and the
+  // filling's scratch in share_.
   struct alignas(64) Resource {
     double capacity = kUnlimited;
-    EntryList flows;
     double demand = 0;  // Σ weight × bound of its flows (limited resources only)
     double busy_since = 0;
     double busy_total = 0;
@@ -215,8 +219,12 @@ class FlowModel {
     // Its position in the set being filled, where fair_ and share_ keep its filling's state.
     std::uint32_t local = 0;
     FlowId reserved = kNoFlow;  // the flow running alone on it, out of its list (reservable())
+    EntryList flows;            // its header ends the first line, its inline entries the second
   };
-  static_assert(sizeof(Resource) == 64, "one cache line");
+  static_assert(sizeof(Resource) == 128, "two cache lines");
+  static_assert(offsetof(Resource, flows) + sizeof(EntryList) == 128 &&
+                    offsetof(Resource, flows) + 16 == 64,
+                "the list's header in the first line, its inline entries in the second");
   // What a filling keeps of each resource of its set, in the set's order.
   struct Share {
     double remaining;
@@ -309,7 +317,11 @@ class FlowModel {
   void prefetch_entries(const std::vector<ResourceId>& resources) const;
   void prefetch_flows_on(const std::vector<ResourceId>& resources) const;
   void prefetch_resources_of(const std::vector<FlowId>& flows) const;
-  void prefetch_resource(ResourceId r) const { collsim::prefetch(&res_[r]); }
+  // Both lines: the list's inline entries are in the second.
+  void prefetch_resource(ResourceId r) const {
+    collsim::prefetch(&res_[r]);
+    collsim::prefetch(reinterpret_cast<const char*>(&res_[r]) + 64);
+  }
   // The lines of a resource's flow list, up to kListLines of them: the few entries of a
   // fabric link all, while the list of a NIC that a whole all-to-all crosses is scanned from
   // its start as it comes, not flooded into the cache ahead of its turn.
