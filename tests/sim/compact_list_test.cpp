@@ -57,9 +57,15 @@ void check_order_across_growth() {
 }  // namespace
 
 TEST_CASE("a compact list keeps its elements in place as it moves from its record to the heap") {
-  SECTION("no inline room (heap from the first element)") { check_order_across_growth<0>(); }
-  SECTION("two inline elements (a resource's entries)") { check_order_across_growth<2>(); }
-  SECTION("six inline elements (a flow's uses)") { check_order_across_growth<6>(); }
+  SECTION("no inline room (heap from the first element)") {
+    check_order_across_growth<0>();
+  }
+  SECTION("two inline elements (a resource's entries)") {
+    check_order_across_growth<2>();
+  }
+  SECTION("six inline elements (a flow's uses)") {
+    check_order_across_growth<6>();
+  }
 }
 
 TEST_CASE("a compact list's inline elements live inside its own record") {
