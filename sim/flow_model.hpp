@@ -318,10 +318,10 @@ class FlowModel {
   void prefetch_entries(const std::vector<ResourceId>& resources) const;
   void prefetch_flows_on(const std::vector<ResourceId>& resources) const;
   void prefetch_resources_of(const std::vector<FlowId>& flows) const;
-  // Both lines: the list's inline entries are in the second.
+  // Every line of the record, as prefetch_flow(): the list's inline entries are in the second.
   void prefetch_resource(ResourceId r) const {
-    collsim::prefetch(&res_[r]);
-    collsim::prefetch(reinterpret_cast<const char*>(&res_[r]) + 64);
+    const char* p = reinterpret_cast<const char*>(&res_[r]);
+    for (std::size_t line = 0; line < sizeof(Resource); line += 64) collsim::prefetch(p + line);
   }
   // The lines of a resource's flow list, up to kListLines of them: the few entries of a
   // fabric link all, while the list of a NIC that a whole all-to-all crosses is scanned from
