@@ -3,7 +3,8 @@
 # case's own.
 #
 #   bench/run.sh [build-dir]            (default: build/release)
-#   BIG=1 bench/run.sh [build-dir]      also the 131,072-GPU tree (~16 GiB)
+#   BIG=1 bench/run.sh [build-dir]      also the 131,072-GPU tree (~16 GiB) and the 16,384-GPU
+#                                       hier with ECMP (about 10 minutes, run once)
 #   DETAIL=0 bench/run.sh [build-dir]   the targets table only
 #   FULL_SWEEP=1 bench/run.sh [build-dir]   the sweep speed-up row on the whole sweep
 #   TARGET_REPEAT=N bench/run.sh [build-dir]  runs per targets row, the median reported (3);
@@ -133,6 +134,10 @@ if [[ ${BIG:-0} == 1 ]]; then
   "$bench" --case "131072 GPUs (cluster-131072), tree, 1 GiB, k = 8" \
     --topology "$(cluster 131072)" --algorithm tree --size 1GiB --chunks 8 \
     --repeat "$trepeat" --max-wall 60 --max-mib 16384
+  # The 16,384-GPU hier with ECMP on every rank: 1.6 G events, minutes a run, so run once.
+  "$bench" --case "16384 GPUs (cluster-16384), hier, 1 GiB, k = 8" \
+    --topology "$(cluster 16384)" --algorithm hier --size 1GiB --chunks 8 --repeat 1 \
+    --max-wall 60
 fi
 echo
 references end
