@@ -136,65 +136,144 @@ TreeLanes tree_lanes(std::uint32_t tree, bool pipelined) {
   return l;
 }
 
-// Reduces `chunks` of the input up `tree`; returns, per chunk, the op that finishes the sum at
-// the root (in its output).
-std::vector<OpId> reduce_up(Builder& b, const BinaryTree& tree, const TreeLanes& l,
-                            const std::vector<Piece>& chunks) {
-  const auto p = static_cast<std::uint32_t>(tree.ranks.size());
-  std::vector<OpId> root_ready(chunks.size(), kNoOp);
-  for (std::size_t c = 0; c < chunks.size(); ++c) {
-    const Piece piece = chunks[c];
-    if (piece.bytes == 0) continue;
+// One tree's pipeline of chunks, built one (chunk, level) step at a time: up, the reductions of
+// a level's positions and their sends to the parents; down, the sends from a level's positions
+// to their children. Up runs positions from the last to the first, down from the first to the
+// last, level by level, so that building a chunk's levels in turn gives the same ops in the same
+// order as a pass over its positions.
+class TreePipeline {
+ public:
+  TreePipeline(const BinaryTree& tree, const TreeLanes& lanes, std::vector<Piece> chunks,
+               BufferId root_src)
+      : tree_(tree),
+        l_(lanes),
+        chunks_(std::move(chunks)),
+        root_src_(root_src),
+        p_(static_cast<std::uint32_t>(tree.ranks.size())),
+        arrived_(chunks_.size()),
+        ready_(chunks_.size()) {
+    while ((std::uint32_t{2} << depth_) - 1 < p_) ++depth_;
+  }
+  std::uint32_t depth() const { return depth_; }  // the leaves' deepest level
+  std::size_t chunks() const { return chunks_.size(); }
+
+  // Chunk c's reductions at the positions of `level` and their sends up; the root's (level 0)
+  // last reduction finishes the chunk's sum. Levels go from depth() to 0.
+  void up(Builder& b, std::size_t c, std::uint32_t level) {
+    const Piece piece = chunks_[c];
+    if (piece.bytes == 0) return;
     // arrived[i][j]: child j's partial sum has reached position i, in scratch region tmp[i][j].
-    std::vector<std::array<std::pair<OpId, Region>, 2>> arrived(p);
-    for (std::uint32_t i = p; i-- > 0;) {
-      const RankId r = tree.ranks[i];
-      const std::uint32_t children = (2 * i + 1 < p) + (2 * i + 2 < p);
+    auto& arrived = arrived_[c];
+    if (arrived.empty()) arrived.resize(p_);
+    const std::uint32_t first = (std::uint32_t{1} << level) - 1;
+    for (std::uint32_t i = std::min(p_, 2 * first + 1); i-- > first;) {
+      const RankId r = tree_.ranks[i];
+      const std::uint32_t children = (2 * i + 1 < p_) + (2 * i + 2 < p_);
       OpId last = kNoOp;
       for (std::uint32_t j = 0; j < children; ++j) {
         const auto [op, tmp] = arrived[i][j];
         last = b.reduce(
             r, {BufferId::output, piece.offset},
             j == 0 ? Region{BufferId::input, piece.offset} : Region{BufferId::output, piece.offset},
-            tmp, piece.bytes, l.reduce, {op});
+            tmp, piece.bytes, l_.reduce, {op});
       }
       if (i == 0) {
-        root_ready[c] = last;
+        root_ready(c) = last;
         break;
       }
       const std::uint32_t parent = (i - 1) / 2;
-      const RankId to = tree.ranks[parent];
+      const RankId to = tree_.ranks[parent];
       const Region src{children ? BufferId::output : BufferId::input, piece.offset};
       const Region tmp = b.fresh_scratch(to, piece.bytes);
       const std::uint32_t side = (i - 1) % 2;  // 0: left child, 1: right child
-      const OpId op = b.move(r, src, to, tmp, piece.bytes, {last}, l.up, l.child_in[side]);
+      const OpId op = b.move(r, src, to, tmp, piece.bytes, {last}, l_.up, l_.child_in[side]);
       arrived[parent][side] = {op, tmp};
     }
+    if (level == 0) arrived = {};  // the chunk's sum is done
   }
-  return root_ready;
-}
 
-// Broadcasts `chunks` from the root's `src` buffer down `tree` into every other output.
-void broadcast_down(Builder& b, const BinaryTree& tree, const TreeLanes& l,
-                    const std::vector<Piece>& chunks, BufferId root_src,
-                    const std::vector<OpId>& root_ready) {
-  const auto p = static_cast<std::uint32_t>(tree.ranks.size());
-  for (std::size_t c = 0; c < chunks.size(); ++c) {
-    const Piece piece = chunks[c];
-    if (piece.bytes == 0) continue;
-    std::vector<OpId> ready(p, kNoOp);
-    ready[0] = root_ready.empty() ? kNoOp : root_ready[c];
-    for (std::uint32_t i = 0; i < p; ++i) {
+  // The op that finishes chunk c at the root, which the broadcast down waits for (kNoOp: none).
+  OpId& root_ready(std::size_t c) {
+    if (ready_[c].empty()) ready_[c].assign(p_, kNoOp);
+    return ready_[c][0];
+  }
+
+  // Chunk c's sends from the positions of `level` to their children. Levels go from 0 to
+  // depth() - 1.
+  void down(Builder& b, std::size_t c, std::uint32_t level) {
+    const Piece piece = chunks_[c];
+    if (piece.bytes == 0) return;
+    if (ready_[c].empty()) ready_[c].assign(p_, kNoOp);
+    auto& ready = ready_[c];
+    const std::uint32_t first = (std::uint32_t{1} << level) - 1;
+    for (std::uint32_t i = first; i < std::min(p_, 2 * first + 1); ++i) {
       for (std::uint32_t j = 0; j < 2; ++j) {
         const std::uint32_t child = 2 * i + 1 + j;
-        if (child >= p) break;
-        const Region src{i == 0 ? root_src : BufferId::output, piece.offset};
+        if (child >= p_) break;
+        const Region src{i == 0 ? root_src_ : BufferId::output, piece.offset};
         ready[child] =
-            b.move(tree.ranks[i], src, tree.ranks[child], {BufferId::output, piece.offset},
-                   piece.bytes, {ready[i]}, l.child_out[j], l.down_in);
+            b.move(tree_.ranks[i], src, tree_.ranks[child], {BufferId::output, piece.offset},
+                   piece.bytes, {ready[i]}, l_.child_out[j], l_.down_in);
       }
     }
+    if (level + 1 == depth_) ready = {};  // the chunk has reached every leaf
   }
+
+ private:
+  const BinaryTree& tree_;
+  TreeLanes l_;
+  std::vector<Piece> chunks_;
+  BufferId root_src_;
+  std::uint32_t p_;
+  std::uint32_t depth_ = 0;
+  std::vector<std::vector<std::array<std::pair<OpId, Region>, 2>>> arrived_;  // by chunk
+  std::vector<std::vector<OpId>> ready_;                                      // by chunk
+};
+
+// Whether the plan may list its ops in run order (run_pipelines()): not where one stream carries
+// every role (a stream's ops run in plan order), nor where a transfer along an edge of the trees
+// goes through host memory, whose staging copies may wait for copy engines, handed out in plan
+// order among copies ready at the same instant (sim/copy_engines.hpp).
+bool run_order(const Builder& b, const Job& job, const std::vector<BinaryTree>& trees) {
+  if (!job.pipelined) return false;
+  for (const BinaryTree& t : trees)
+    for (std::uint32_t i = 1; i < t.ranks.size(); ++i)
+      if (b.staged(t.ranks[i], t.parent_of(i))) return false;
+  return true;
+}
+
+// The trees' pipelines, reduced up (`up`) and then broadcast down (`down`). In run order
+// (`waves`): the ops of step s of every tree and chunk, in that order, then those of step s + 1,
+// where chunk c reaches level depth - (s - c) up, and sends down from level s - c - depth - 1;
+// otherwise tree by tree, and chunk by chunk up and then chunk by chunk down, as the pass over
+// positions always built them. Both orders give every op the same dependencies, the same
+// stream predecessors and the same order among the successors of any op, so the engine runs
+// them alike to the bit; what differs is where an op's record lies. In run order the ops that
+// run together are neighbours, and a whole plan registered in windows (sim/plan_windows.hpp)
+// holds fewer at once: a 131,072-GPU tree reaches for fewer cache lines far apart.
+void run_pipelines(Builder& b, std::vector<TreePipeline>& pipes, bool up, bool down, bool waves) {
+  if (!waves) {
+    for (TreePipeline& t : pipes) {
+      if (up)
+        for (std::size_t c = 0; c < t.chunks(); ++c)
+          for (std::uint32_t level = t.depth() + 1; level-- > 0;) t.up(b, c, level);
+      if (down)
+        for (std::size_t c = 0; c < t.chunks(); ++c)
+          for (std::uint32_t level = 0; level < t.depth(); ++level) t.down(b, c, level);
+    }
+    return;
+  }
+  std::size_t steps = 0;
+  for (const TreePipeline& t : pipes) steps = std::max(steps, t.chunks() + 2 * t.depth() + 1);
+  for (std::size_t s = 0; s < steps; ++s)
+    for (TreePipeline& t : pipes)
+      for (std::size_t c = 0; c < t.chunks() && c <= s; ++c) {
+        const std::size_t after = s - c;  // steps since chunk c's first
+        if (up && after <= t.depth()) t.up(b, c, static_cast<std::uint32_t>(t.depth() - after));
+        const std::size_t down_first = up ? t.depth() + 1 : 0;
+        if (down && after >= down_first && after - down_first < t.depth())
+          t.down(b, c, static_cast<std::uint32_t>(after - down_first));
+      }
 }
 
 BinaryTree rooted(RankId p, RankId root) {
@@ -207,28 +286,31 @@ BinaryTree rooted(RankId p, RankId root) {
 }  // namespace
 
 void tree(Builder& b, const Job& job) {
+  std::vector<BinaryTree> trees;
+  std::vector<TreePipeline> pipes;
   switch (job.collective) {
     case Collective::allreduce: {
-      const auto trees = double_binary_tree(job.p);
+      trees = double_binary_tree(job.p);
       const auto halves = split({0, job.n}, static_cast<std::uint32_t>(trees.size()), job.element);
-      for (std::uint32_t t = 0; t < trees.size(); ++t) {
-        const TreeLanes l = tree_lanes(t, job.pipelined);
-        const auto chunks = split(halves[t], job.k, job.element);
-        const auto ready = reduce_up(b, trees[t], l, chunks);
-        broadcast_down(b, trees[t], l, chunks, BufferId::output, ready);
-      }
+      for (std::uint32_t t = 0; t < trees.size(); ++t)
+        pipes.emplace_back(trees[t], tree_lanes(t, job.pipelined),
+                           split(halves[t], job.k, job.element), BufferId::output);
+      run_pipelines(b, pipes, true, true, run_order(b, job, trees));
       return;
     }
     case Collective::reduce: {
-      const auto chunks = split({0, job.n}, job.k, job.element);
-      reduce_up(b, rooted(job.p, job.root), tree_lanes(0, job.pipelined), chunks);
+      trees.push_back(rooted(job.p, job.root));
+      pipes.emplace_back(trees[0], tree_lanes(0, job.pipelined),
+                         split({0, job.n}, job.k, job.element), BufferId::output);
+      run_pipelines(b, pipes, true, false, run_order(b, job, trees));
       return;
     }
     case Collective::broadcast: {
       const TreeLanes l = tree_lanes(0, job.pipelined);
       b.copy(job.root, {BufferId::output, 0}, {BufferId::input, 0}, job.n, l.up.copy, {});
-      const auto chunks = split({0, job.n}, job.k, job.element);
-      broadcast_down(b, rooted(job.p, job.root), l, chunks, BufferId::input, {});
+      trees.push_back(rooted(job.p, job.root));
+      pipes.emplace_back(trees[0], l, split({0, job.n}, job.k, job.element), BufferId::input);
+      run_pipelines(b, pipes, false, true, run_order(b, job, trees));
       return;
     }
     default:
