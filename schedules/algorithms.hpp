@@ -16,6 +16,7 @@ struct Job {
   RankId root = 0;
   std::size_t element = 4;
   bool pipelined = true;  // false only for naive
+  bool run_order = true;  // PlanRequest::run_order
 };
 
 void ring(Builder& b, const Job& job);

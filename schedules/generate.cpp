@@ -333,6 +333,7 @@ void generate(const topo::Router& router, const PlanRequest& req, Plan& plan,
   job.root = req.root;
   job.element = dtype_size(req.dtype);
   job.pipelined = req.algorithm != Algorithm::naive;
+  job.run_order = req.run_order;
   Builder b(router, plan, job.element);
   if (batch && streams(req, p)) b.on_batch(batch);
   if (p == 1) {

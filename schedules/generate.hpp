@@ -39,6 +39,9 @@ struct PlanRequest {
   // 0, or build the rotated plan of ranks [0, rotation) only (Plan::rotation): a multiple of
   // rotation_unit() that divides the rank count.
   RankId rotation = 0;
+  // The tree's ops listed in the order they run where that changes no result (schedules/tree.cpp);
+  // false: tree by tree and chunk by chunk, for tests that compare the two.
+  bool run_order = true;
 };
 
 // The algorithms generate() accepts for a collective on p ranks (ignoring size and k).

@@ -235,7 +235,7 @@ class TreePipeline {
 // goes through host memory, whose staging copies may wait for copy engines, handed out in plan
 // order among copies ready at the same instant (sim/copy_engines.hpp).
 bool run_order(const Builder& b, const Job& job, const std::vector<BinaryTree>& trees) {
-  if (!job.pipelined) return false;
+  if (!job.pipelined || !job.run_order) return false;
   for (const BinaryTree& t : trees)
     for (std::uint32_t i = 1; i < t.ranks.size(); ++i)
       if (b.staged(t.ranks[i], t.parent_of(i))) return false;
