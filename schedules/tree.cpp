@@ -193,18 +193,14 @@ class TreePipeline {
   }
 
   // The op that finishes chunk c at the root, which the broadcast down waits for (kNoOp: none).
-  OpId& root_ready(std::size_t c) {
-    if (ready_[c].empty()) ready_[c].assign(p_, kNoOp);
-    return ready_[c][0];
-  }
+  OpId& root_ready(std::size_t c) { return ready_of(c)[0]; }
 
   // Chunk c's sends from the positions of `level` to their children. Levels go from 0 to
   // depth() - 1.
   void down(Builder& b, std::size_t c, std::uint32_t level) {
     const Piece piece = chunks_[c];
     if (piece.bytes == 0) return;
-    if (ready_[c].empty()) ready_[c].assign(p_, kNoOp);
-    auto& ready = ready_[c];
+    std::vector<OpId>& ready = ready_of(c);
     const std::uint32_t first = (std::uint32_t{1} << level) - 1;
     for (std::uint32_t i = first; i < std::min(p_, 2 * first + 1); ++i) {
       for (std::uint32_t j = 0; j < 2; ++j) {
@@ -220,6 +216,12 @@ class TreePipeline {
   }
 
  private:
+  // ready[i]: chunk c has reached position i through that op (kNoOp: nothing to wait for).
+  std::vector<OpId>& ready_of(std::size_t c) {
+    if (ready_[c].empty()) ready_[c].assign(p_, kNoOp);
+    return ready_[c];
+  }
+
   const BinaryTree& tree_;
   TreeLanes l_;
   std::vector<Piece> chunks_;

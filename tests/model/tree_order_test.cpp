@@ -3,8 +3,9 @@
 // waits for, so every stream runs the same ops at the same instants.
 #include <fmt/format.h>
 
+#include <bit>
 #include <catch2/catch.hpp>
-#include <cstring>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <tuple>
@@ -29,11 +30,7 @@ using StreamRun =
     std::vector<std::tuple<OpKind, Bytes, std::uint64_t, std::uint64_t, std::uint64_t>>;
 std::map<std::pair<RankId, StreamId>, StreamRun> by_stream(const Plan& plan,
                                                            const sim::Result& result) {
-  const auto bits = [](double d) {
-    std::uint64_t b = 0;
-    std::memcpy(&b, &d, sizeof d);
-    return b;
-  };
+  const auto bits = [](double d) { return std::bit_cast<std::uint64_t>(d); };
   std::map<std::pair<RankId, StreamId>, StreamRun> out;
   for (OpId op = 0; op < plan.num_ops(); ++op) {
     const Plan::Fields f = plan.fields(op);
