@@ -140,7 +140,9 @@ TreeLanes tree_lanes(std::uint32_t tree, bool pipelined) {
 // a level's positions and their sends to the parents; down, the sends from a level's positions
 // to their children. Up runs positions from the last to the first, down from the first to the
 // last, level by level, so that building a chunk's levels in turn gives the same ops in the same
-// order as a pass over its positions.
+// order as a pass over its positions. A chunk keeps what the next level of its pass needs only:
+// in run order every chunk is in flight at once, and state for every position of every chunk
+// was k times the tree (100 MB at 131,072 GPUs and k = 8), written afresh while the plan grew.
 class TreePipeline {
  public:
   TreePipeline(const BinaryTree& tree, const TreeLanes& lanes, std::vector<Piece> chunks,
@@ -162,23 +164,25 @@ class TreePipeline {
   void up(Builder& b, std::size_t c, std::uint32_t level) {
     const Piece piece = chunks_[c];
     if (piece.bytes == 0) return;
-    // arrived[i][j]: child j's partial sum has reached position i, in scratch region tmp[i][j].
-    auto& arrived = arrived_[c];
-    if (arrived.empty()) arrived.resize(p_);
-    const std::uint32_t first = (std::uint32_t{1} << level) - 1;
-    for (std::uint32_t i = std::min(p_, 2 * first + 1); i-- > first;) {
+    // here[i - first][j]: child j's partial sum has reached position i of this level, in scratch
+    // region tmp (written by the level below); above: the same for the level above.
+    const std::uint32_t first = first_of(level);
+    const std::vector<Arrivals> here = std::move(arrived_[c]);
+    std::vector<Arrivals> above(level == 0 ? 0 : width_of(level - 1));
+    const std::uint32_t above_first = level == 0 ? 0 : first_of(level - 1);
+    for (std::uint32_t i = first + width_of(level); i-- > first;) {
       const RankId r = tree_.ranks[i];
       const std::uint32_t children = (2 * i + 1 < p_) + (2 * i + 2 < p_);
       OpId last = kNoOp;
       for (std::uint32_t j = 0; j < children; ++j) {
-        const auto [op, tmp] = arrived[i][j];
+        const auto [op, tmp] = here[i - first][j];
         last = b.reduce(
             r, {BufferId::output, piece.offset},
             j == 0 ? Region{BufferId::input, piece.offset} : Region{BufferId::output, piece.offset},
             tmp, piece.bytes, l_.reduce, {op});
       }
       if (i == 0) {
-        root_ready(c) = last;
+        ready_[c].assign(1, last);  // the chunk's sum is done: the broadcast down waits for it
         break;
       }
       const std::uint32_t parent = (i - 1) / 2;
@@ -187,39 +191,44 @@ class TreePipeline {
       const Region tmp = b.fresh_scratch(to, piece.bytes);
       const std::uint32_t side = (i - 1) % 2;  // 0: left child, 1: right child
       const OpId op = b.move(r, src, to, tmp, piece.bytes, {last}, l_.up, l_.child_in[side]);
-      arrived[parent][side] = {op, tmp};
+      above[parent - above_first][side] = {op, tmp};
     }
-    if (level == 0) arrived = {};  // the chunk's sum is done
+    arrived_[c] = std::move(above);
   }
-
-  // The op that finishes chunk c at the root, which the broadcast down waits for (kNoOp: none).
-  OpId& root_ready(std::size_t c) { return ready_of(c)[0]; }
 
   // Chunk c's sends from the positions of `level` to their children. Levels go from 0 to
   // depth() - 1.
   void down(Builder& b, std::size_t c, std::uint32_t level) {
     const Piece piece = chunks_[c];
     if (piece.bytes == 0) return;
-    std::vector<OpId>& ready = ready_of(c);
-    const std::uint32_t first = (std::uint32_t{1} << level) - 1;
-    for (std::uint32_t i = first; i < std::min(p_, 2 * first + 1); ++i) {
+    // here[i - first]: chunk c has reached position i of this level through that op (kNoOp:
+    // nothing to wait for, as at a broadcast's root); below: the same for the level below.
+    const std::uint32_t first = first_of(level);
+    std::vector<OpId> here = std::move(ready_[c]);
+    if (level == 0 && here.empty()) here.assign(1, kNoOp);
+    const bool leaves = level + 1 == depth_;  // the chunk then has reached every position
+    std::vector<OpId> below(leaves ? 0 : width_of(level + 1));
+    const std::uint32_t below_first = first_of(level + 1);
+    for (std::uint32_t i = first; i < first + width_of(level); ++i) {
       for (std::uint32_t j = 0; j < 2; ++j) {
         const std::uint32_t child = 2 * i + 1 + j;
         if (child >= p_) break;
         const Region src{i == 0 ? root_src_ : BufferId::output, piece.offset};
-        ready[child] =
+        const OpId op =
             b.move(tree_.ranks[i], src, tree_.ranks[child], {BufferId::output, piece.offset},
-                   piece.bytes, {ready[i]}, l_.child_out[j], l_.down_in);
+                   piece.bytes, {here[i - first]}, l_.child_out[j], l_.down_in);
+        if (!leaves) below[child - below_first] = op;
       }
     }
-    if (level + 1 == depth_) ready = {};  // the chunk has reached every leaf
+    ready_[c] = std::move(below);
   }
 
  private:
-  // ready[i]: chunk c has reached position i through that op (kNoOp: nothing to wait for).
-  std::vector<OpId>& ready_of(std::size_t c) {
-    if (ready_[c].empty()) ready_[c].assign(p_, kNoOp);
-    return ready_[c];
+  using Arrivals = std::array<std::pair<OpId, Region>, 2>;
+  // A level's first position, and how many positions it holds.
+  static std::uint32_t first_of(std::uint32_t level) { return (std::uint32_t{1} << level) - 1; }
+  std::uint32_t width_of(std::uint32_t level) const {
+    return std::min(p_, 2 * first_of(level) + 1) - first_of(level);
   }
 
   const BinaryTree& tree_;
@@ -228,8 +237,8 @@ class TreePipeline {
   BufferId root_src_;
   std::uint32_t p_;
   std::uint32_t depth_ = 0;
-  std::vector<std::vector<std::array<std::pair<OpId, Region>, 2>>> arrived_;  // by chunk
-  std::vector<std::vector<OpId>> ready_;                                      // by chunk
+  std::vector<std::vector<Arrivals>> arrived_;  // by chunk: for the level it builds next, up
+  std::vector<std::vector<OpId>> ready_;        // by chunk: for the level it sends from next, down
 };
 
 // Whether the plan may list its ops in run order (run_pipelines()): not where one stream carries
