@@ -142,7 +142,7 @@ TreeLanes tree_lanes(std::uint32_t tree, bool pipelined) {
 // last, level by level, so that building a chunk's levels in turn gives the same ops in the same
 // order as a pass over its positions. A chunk keeps what the next level of its pass needs only:
 // in run order every chunk is in flight at once, and state for every position of every chunk
-// was k times the tree (100 MB at 131,072 GPUs and k = 8), written afresh while the plan grew.
+// would be k times the tree (100 MB at 131,072 GPUs and k = 8), written afresh as the plan grows.
 class TreePipeline {
  public:
   TreePipeline(const BinaryTree& tree, const TreeLanes& lanes, std::vector<Piece> chunks,
