@@ -830,7 +830,17 @@ FlowId Engine::new_flow(Owner owner, std::uint32_t index, double bytes) {
 }
 
 void Engine::schedule_rescheduled() {
-  for (FlowId f : flows_.rescheduled()) {
+  const std::vector<FlowId>& retimed = flows_.rescheduled();
+  // A re-share re-times its region's flows at once, and at 100,000 GPUs each one's queue state
+  // and place among the moved completions is a miss: asked for together, they overlap.
+  if (retimed.size() > 1) {
+    for (FlowId f : retimed) {
+      collsim::prefetch(&flow_info_[f]);
+      moved_.prefetch_position(f);
+    }
+    for (FlowId f : retimed) moved_.prefetch_entry(f);
+  }
+  for (FlowId f : retimed) {
     const double t = flows_.finish_time(f);
     Queued& queued = flow_info_[f].queued;
     if (queued == Queued::queue) ++stale_events_;  // superseded

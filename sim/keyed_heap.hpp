@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "topology/prefetch.hpp"
+
 namespace collsim::sim {
 
 class KeyedHeap {
@@ -35,6 +37,13 @@ class KeyedHeap {
   // The entry at a position of the heap's array, for prefetching hints: position 0 is the top,
   // and the next top is among positions 1 to 4.
   const Entry& at(std::size_t i) const { return heap_[i]; }
+  // Hints for set(id): its position, then, once that is cached, its entry.
+  void prefetch_position(std::uint32_t id) const {
+    if (id < pos_.size()) collsim::prefetch(&pos_[id]);
+  }
+  void prefetch_entry(std::uint32_t id) const {
+    if (id < pos_.size() && pos_[id] != kNone) collsim::prefetch(&heap_[pos_[id]]);
+  }
 
   // Adds `id` under the key, or moves it there when it is in the heap already.
   void set(std::uint32_t id, double time, std::uint64_t seq) {
