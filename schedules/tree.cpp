@@ -209,7 +209,8 @@ class TreePipeline {
     const bool leaves = level + 1 == depth_;  // the chunk then has reached every position
     std::vector<OpId> below(leaves ? 0 : width_of(level + 1));
     const std::uint32_t below_first = first_of(level + 1);
-    for (std::uint32_t i = first; i < first + width_of(level); ++i) {
+    const std::uint32_t end = first + width_of(level);
+    for (std::uint32_t i = first; i < end; ++i) {
       for (std::uint32_t j = 0; j < 2; ++j) {
         const std::uint32_t child = 2 * i + 1 + j;
         if (child >= p_) break;
