@@ -121,6 +121,15 @@ class Engine {
   // partner and successors, then the partner's successors. Without it most events wait on cache
   // misses: a ring's successor op is a ring step further on in the plan.
   void prefetch_ahead() const;
+  // Whether to (Options::prefetch_above): checked as the op window and the flow records grow;
+  // once on, it stays on.
+  bool prefetching_ = false;
+  void update_prefetching() {
+    prefetching_ = prefetching_ || (registered_ - ops_base_) * sizeof(OpRecord) +
+                                           flow_info_.size() * sizeof(FlowInfo) +
+                                           flows_.footprint() >=
+                                       options_.prefetch_above;
+  }
   // The event queue and the moved completions, merged in (time, sequence) order.
   bool no_events() const { return queue_.empty() && moved_.empty(); }
   double next_time() const {
@@ -819,7 +828,10 @@ std::uint32_t Engine::resolve(OpId op) {
 
 FlowId Engine::new_flow(Owner owner, std::uint32_t index, double bytes) {
   const FlowId f = flows_.create();
-  if (f >= flow_info_.size()) flow_info_.resize(f + 1);
+  if (f >= flow_info_.size()) {
+    flow_info_.resize(f + 1);
+    update_prefetching();
+  }
   FlowInfo& info = flow_info_[f];
   info.start = now_;
   info.owner = owner;
@@ -833,7 +845,7 @@ void Engine::schedule_rescheduled() {
   const std::vector<FlowId>& retimed = flows_.rescheduled();
   // A re-share re-times its region's flows at once, and at 100,000 GPUs each one's queue state
   // and place among the moved completions is a miss: asked for together, they overlap.
-  if (retimed.size() > 1) {
+  if (prefetching_ && retimed.size() > 1) {
     for (FlowId f : retimed) {
       collsim::prefetch(&flow_info_[f]);
       moved_.prefetch_position(f);
@@ -1271,6 +1283,7 @@ void Engine::add_ops(OpId end) {
   link(from, end, started_);
   registered_ = end;
   ops_held_ = std::max<std::uint64_t>(ops_held_, registered_ - ops_base_);
+  update_prefetching();
   // An empty batch changes nothing: the newest ops are still those of the batch before.
   if (growing_ != nullptr && from != end) trigger_ = from;
   const bool first = !started_;
@@ -1363,7 +1376,7 @@ void Engine::advance() {
     }
     Event e = held_ ? *held_ : next_event();
     held_.reset();
-    prefetch_ahead();
+    if (prefetching_) prefetch_ahead();
     const EventKind kind = e.kind();
     if ((kind == EventKind::latency_done || kind == EventKind::flow_done) &&
         e.version != flows_.version(e.id)) {

@@ -127,6 +127,10 @@ class FlowModel {
   double rate(FlowId f) const { return flows_[f].rate; }
   std::vector<ResourceId> resources(FlowId f) const;  // for diagnostics, not the hot loop
   std::size_t num_flow_slots() const { return slots_; }
+  // Bytes of its flow and resource records, which an event may touch.
+  std::size_t footprint() const {
+    return flows_.size() * sizeof(Flow) + res_.size() * sizeof(Resource);
+  }
   // Hints that flow `f` is about to be started or released: its record, then, once that is
   // cached, its resources.
   void prefetch_flow(FlowId f) const {
