@@ -845,7 +845,7 @@ void Engine::schedule_rescheduled() {
   const std::vector<FlowId>& retimed = flows_.rescheduled();
   // A re-share re-times its region's flows at once, and at 100,000 GPUs each one's queue state
   // and place among the moved completions is a miss: asked for together, they overlap.
-  if (prefetching_ && retimed.size() > 1) {
+  if (retimed.size() > 1) {
     for (FlowId f : retimed) {
       collsim::prefetch(&flow_info_[f]);
       moved_.prefetch_position(f);
@@ -1376,7 +1376,8 @@ void Engine::advance() {
     }
     Event e = held_ ? *held_ : next_event();
     held_.reset();
-    if (prefetching_) prefetch_ahead();
+    if (prefetching_) [[likely]]
+      prefetch_ahead();
     const EventKind kind = e.kind();
     if ((kind == EventKind::latency_done || kind == EventKind::flow_done) &&
         e.version != flows_.version(e.id)) {
