@@ -93,9 +93,15 @@ struct Router::Cache {
   std::vector<std::uint32_t> name_rank;  // position of each node in name order
 
   static constexpr std::size_t kShards = 64;
+  struct PlainRoute {
+    std::unique_ptr<Route> route;
+    // ECMP found no hop with a choice between the pair's ends: this is its route for every flow
+    // key, which need not be routed again.
+    bool only = false;
+  };
   struct PlainShard {
     std::shared_mutex mutex;
-    std::unordered_map<std::uint64_t, std::unique_ptr<Route>> routes;
+    std::unordered_map<std::uint64_t, PlainRoute> routes;
   };
   struct FlowKey {
     std::uint64_t pair, flow;
@@ -337,19 +343,28 @@ const Route& Router::route(NodeId from, NodeId to) const {
   auto& shard = cache_->plain[mix(key) % Cache::kShards];
   {
     std::shared_lock lock(shard.mutex);
-    if (auto it = shard.routes.find(key); it != shard.routes.end()) return *it->second;
+    if (auto it = shard.routes.find(key); it != shard.routes.end()) return *it->second.route;
   }
   bool chose = false;
   auto r = std::make_unique<Route>(cache_->compute(from, to, false, 0, chose));
   std::unique_lock lock(shard.mutex);
   // If another thread stored it meanwhile, keep theirs: references already handed out stay valid.
-  auto [it, inserted] = shard.routes.try_emplace(key, std::move(r));
-  return *it->second;
+  auto [it, inserted] = shard.routes.try_emplace(key, Cache::PlainRoute{std::move(r)});
+  return *it->second.route;
 }
 
 const Route& Router::route(NodeId from, NodeId to, std::uint64_t flow_key) const {
   if (!options_.ecmp) return route(from, to);
   const Cache::FlowKey key{pair_key(from, to), flow_key};
+  // A walk that met no choice took the pair's only shortest path, whatever the key: whether a
+  // hop offers a choice does not depend on the key, and the hops before the first such hop do
+  // not either.
+  auto& plain = cache_->plain[mix(key.pair) % Cache::kShards];
+  {
+    std::shared_lock lock(plain.mutex);
+    if (auto it = plain.routes.find(key.pair); it != plain.routes.end() && it->second.only)
+      return *it->second.route;
+  }
   auto& shard = cache_->flows[Cache::FlowKeyHash{}(key) % Cache::kShards];
   {
     std::shared_lock lock(shard.mutex);
@@ -358,7 +373,12 @@ const Route& Router::route(NodeId from, NodeId to, std::uint64_t flow_key) const
   bool chose = false;
   Route r = cache_->compute(from, to, true, flow_key, chose);
   // Most pairs have a single shortest path; they share the plain entry instead of one per key.
-  if (!chose) return route(from, to);
+  if (!chose) {
+    const Route& only = route(from, to);
+    std::unique_lock lock(plain.mutex);
+    plain.routes.find(key.pair)->second.only = true;
+    return only;
+  }
   std::unique_lock lock(shard.mutex);
   auto [it, inserted] = shard.routes.try_emplace(key, std::make_unique<Route>(std::move(r)));
   return *it->second;

@@ -163,6 +163,31 @@ TEST_CASE("ECMP: deterministic per flow key, spread over equal-cost paths") {
   CHECK(&plain.route(from, to, 7) == &plain.route(from, to));
 }
 
+TEST_CASE("ECMP: a pair with one shortest path keeps it for every key, the others still spread") {
+  // Such a pair is routed once and then answered from the plain cache for every key; a pair
+  // with a choice is not, even after its plain route was asked for.
+  const Topology t = load_topology(config_path("cluster-1024.json"));
+  const auto method = GENERATE(RoutingMethod::search, RoutingMethod::cells);
+  const Router router(t, RoutingOptions{.ecmp = true, .method = method});
+  const Router reference(t, RoutingOptions{.ecmp = true, .method = RoutingMethod::search});
+  const NodeId gpu0 = t.find("dgx000/gpu0"), gpu1 = t.find("dgx000/gpu1");
+  const NodeId far = t.find("dgx100/gpu0");
+  for (std::uint64_t key = 0; key < 16; ++key) {
+    CHECK(&router.route(gpu0, gpu1, key) == &router.route(gpu0, gpu1));
+    CHECK(router.route(gpu1, gpu0, key).links == reference.compute(gpu1, gpu0, key).links);
+  }
+  // Without a key: the deterministic shortest path, as without ECMP.
+  CHECK(router.route(gpu0, far).links ==
+        Router(t, RoutingOptions{.method = method}).compute(gpu0, far).links);
+  std::set<std::vector<LinkId>> seen;
+  for (std::uint64_t key = 0; key < 64; ++key) {
+    const Route& r = router.route(gpu0, far, key);
+    CHECK(r.links == reference.compute(gpu0, far, key).links);
+    seen.insert(r.links);
+  }
+  CHECK(seen.size() > 1);
+}
+
 TEST_CASE("routes from many threads equal the single-threaded ones") {
   const Topology t = load_topology(config_path("hetero-rack.json"));
   const Router reference(t, RoutingOptions{.method = RoutingMethod::search});
