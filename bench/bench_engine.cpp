@@ -23,6 +23,7 @@
 #include "sim/engine.hpp"
 #include "tools/huge_pages_option.hpp"
 #include "topology/error.hpp"
+#include "topology/freed_memory.hpp"
 #include "topology/huge_pages.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
@@ -84,6 +85,7 @@ Timed median_run(int repeat, Simulate simulate) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  keep_freed_memory();  // as collsim does: the runs of a case, and a sweep's, follow each other
   CLI::App app{"Engine benchmark: ring allreduce on a ring of GPUs"};
   std::uint32_t gpus = 8;
   std::string size_text = "1GiB";

@@ -10,6 +10,7 @@
 #include "tools/exit_codes.hpp"
 #include "tools/huge_pages_option.hpp"
 #include "topology/error.hpp"
+#include "topology/freed_memory.hpp"
 #include "topology/huge_pages.hpp"
 
 namespace {
@@ -70,6 +71,7 @@ int run(int argc, char** argv) {
 
 // Building the command line can throw too (bad_alloc); nothing leaves main as an exception.
 int main(int argc, char** argv) {
+  collsim::keep_freed_memory();  // a sweep runs many simulations in one process
   try {
     return run(argc, argv);
   } catch (...) {
