@@ -9,7 +9,7 @@ namespace collsim {
 
 void keep_freed_memory() {
 #if defined(__GLIBC__)
-  // Setting either fixes both: glibc otherwise raises them as mapped blocks are freed.
+  // Set, they stay put: by default glibc raises both each time a mapped block is freed.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 #endif
