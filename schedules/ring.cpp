@@ -76,10 +76,9 @@ Holdings ring_reduce_scatter(Builder& b, const Job& job, RankId shift, bool part
   const std::vector<RankId> senders = ring_senders(b, p);
   for (RankId s = 0; s + 1 < p; ++s) {
     const bool last = s + 2 == p;
-    for (std::uint32_t c = 0; c < job.k; ++c) {
-      // No division per transfer (it showed at 4096 ranks).
-      const RankId first = mod(-std::int64_t{s} - shift, p);
-      for (const RankId r : senders) {
+    const RankId first = mod(-std::int64_t{s} - shift, p);
+    for (const RankId r : senders) {
+      for (std::uint32_t c = 0; c < job.k; ++c) {
         const RankId seg = first + r < p ? first + r : first + r - p;
         const RankId to = r + 1 == p ? 0 : r + 1;
         const Piece piece = chunks[std::size_t{seg} * job.k + c];
@@ -112,9 +111,9 @@ void ring_allgather_phase(Builder& b, const Job& job, RankId lead, Holdings hold
   Holdings next(p, job.k);
   const std::vector<RankId> senders = ring_senders(b, p);
   for (RankId t = 0; t + 1 < p; ++t) {
-    for (std::uint32_t c = 0; c < job.k; ++c) {
-      const RankId first = mod(std::int64_t{lead} - t, p);
-      for (const RankId r : senders) {
+    const RankId first = mod(std::int64_t{lead} - t, p);
+    for (const RankId r : senders) {
+      for (std::uint32_t c = 0; c < job.k; ++c) {
         const RankId seg = first + r < p ? first + r : first + r - p;
         const RankId to = r + 1 == p ? 0 : r + 1;
         const Piece piece = chunks[std::size_t{seg} * job.k + c];

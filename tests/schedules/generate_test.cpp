@@ -178,3 +178,47 @@ TEST_CASE("plans beyond 32-bit op ids are refused before they are built", "[gene
   req.chunks = 512;
   CHECK_THAT(why_not(req, 16384), Catch::Contains("beyond the 2^32"));
 }
+
+namespace {
+
+// The lengths of the runs of sends by one rank, in op id order: a rank's sends of one step
+// come one after the other when the generator numbers them rank by rank.
+std::vector<std::size_t> send_runs(const Plan& plan) {
+  std::vector<std::size_t> runs;
+  RankId last = kNoRank;
+  for (OpId id = 0; id < plan.num_ops(); ++id) {
+    if (plan.kind(id) != OpKind::send) continue;
+    if (plan.rank(id) == last)
+      ++runs.back();
+    else
+      runs.push_back(1);
+    last = plan.rank(id);
+  }
+  return runs;
+}
+
+}  // namespace
+
+TEST_CASE("ring and hier number a rank's chunks of a step together", "[generate]") {
+  // The engine runs a rank's chunks one after the other on its streams: numbered together,
+  // their records share cache lines, where numbered chunk by chunk they lay p ops apart.
+  const std::uint32_t k = 4;
+  const Bytes size = Bytes{1} << 20;
+  SECTION("ring allreduce") {
+    const topo::Topology t = gpus(6);
+    const Plan plan = test::plan_on(t, Algorithm::ring, k, size);
+    const auto runs = send_runs(plan);
+    // 2 (p - 1) steps of p ranks.
+    CHECK(runs.size() == 2 * 5 * 6);
+    for (std::size_t n : runs) CHECK(n == k);
+  }
+  SECTION("hier allreduce") {
+    topo::Topology t = test::server_gpus(3, 4, {});
+    topo::finalize(t);
+    const Plan plan = test::plan_on(t, Algorithm::hier, k, size);
+    const auto runs = send_runs(plan);
+    // 2 (g - 1) steps inside the 3 servers, 2 (s - 1) steps on the 4 rails, each of every rank.
+    CHECK(runs.size() == 2 * 3 * 12 + 2 * 2 * 12);
+    for (std::size_t n : runs) CHECK(n == k);
+  }
+}
