@@ -95,8 +95,8 @@ std::vector<std::vector<std::vector<OpId>>> groups_reduce_scatter(
     const bool last = s + 2 == m;
     for (std::size_t grp = 0; grp < n; ++grp) {
       const std::vector<RankId>& group = groups[grp];
-      for (std::uint32_t c = 0; c < k; ++c) {
-        for (const std::uint32_t i : active[grp]) {
+      for (const std::uint32_t i : active[grp]) {
+        for (std::uint32_t c = 0; c < k; ++c) {
           const std::uint32_t seg = (i + 2 * m - s - 1) % m;
           const std::uint32_t to = (i + 1) % m;
           const Piece piece = piece_of(grp, seg, c);
@@ -144,8 +144,8 @@ void groups_allgather(Builder& b, const std::vector<std::vector<RankId>>& groups
   for (std::uint32_t t = 0; t + 1 < m; ++t) {
     for (std::size_t grp = 0; grp < n; ++grp) {
       const std::vector<RankId>& group = groups[grp];
-      for (std::uint32_t c = 0; c < k; ++c) {
-        for (const std::uint32_t i : active[grp]) {
+      for (const std::uint32_t i : active[grp]) {
+        for (std::uint32_t c = 0; c < k; ++c) {
           const std::uint32_t seg = (i + m - t) % m;
           const std::uint32_t to = (i + 1) % m;
           const Piece piece = piece_of(grp, seg, c);
