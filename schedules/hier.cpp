@@ -68,10 +68,10 @@ std::vector<std::vector<std::uint32_t>> senders(const Builder& b,
 }
 
 // Ring reduce-scatter inside each of `groups` (disjoint, m ranks each), one step of every group
-// after the other. `piece(grp, j, c)`: segment j of chunk c in group grp; index i owns segment
-// i at the end, in its output. `own(i, piece)` is where index i's contribution lives; its first
-// sends wait for `start(grp, i)`. Returns, per group, index and chunk, the op that finished the
-// index's segment.
+// after the other, each rank's chunks of a step together (as ring.cpp builds them, and why).
+// `piece(grp, j, c)`: segment j of chunk c in group grp; index i owns segment i at the end, in its
+// output. `own(i, piece)` is where index i's contribution lives; its first sends wait for
+// `start(grp, i)`. Returns, per group, index and chunk, the op that finished the index's segment.
 template <typename PieceOf, typename Own, typename Start>
 std::vector<std::vector<std::vector<OpId>>> groups_reduce_scatter(
     Builder& b, const std::vector<std::vector<RankId>>& groups, std::uint32_t k, PieceOf piece_of,
