@@ -68,14 +68,14 @@ std::vector<std::vector<std::uint32_t>> senders(const Builder& b,
 }
 
 // Ring reduce-scatter inside each of `groups` (disjoint, m ranks each), one step of every group
-// after the other, each rank's chunks of a step together (as ring.cpp builds them, and why).
-// `piece(grp, j, c)`: segment j of chunk c in group grp; index i owns segment i at the end, in its
-// output. `own(i, piece)` is where index i's contribution lives; its first sends wait for
+// after the other, in each group the sends in for_each_send()'s order. `piece(grp, j, c)`:
+// segment j of chunk c in group grp; index i owns segment i at the end, in its output.
+// `own(i, piece)` is where index i's contribution lives; its first sends wait for
 // `start(grp, i)`. Returns, per group, index and chunk, the op that finished the index's segment.
 template <typename PieceOf, typename Own, typename Start>
 std::vector<std::vector<std::vector<OpId>>> groups_reduce_scatter(
-    Builder& b, const std::vector<std::vector<RankId>>& groups, std::uint32_t k, PieceOf piece_of,
-    Own own, Start start, const Lanes& lanes) {
+    Builder& b, const std::vector<std::vector<RankId>>& groups, std::uint32_t k, bool by_rank,
+    PieceOf piece_of, Own own, Start start, const Lanes& lanes) {
   const auto n = groups.size();
   const auto m = static_cast<std::uint32_t>(groups.front().size());
   std::vector<std::vector<std::vector<OpId>>> done(
@@ -95,28 +95,25 @@ std::vector<std::vector<std::vector<OpId>>> groups_reduce_scatter(
     const bool last = s + 2 == m;
     for (std::size_t grp = 0; grp < n; ++grp) {
       const std::vector<RankId>& group = groups[grp];
-      for (const std::uint32_t i : active[grp]) {
-        for (std::uint32_t c = 0; c < k; ++c) {
-          const std::uint32_t seg = (i + 2 * m - s - 1) % m;
-          const std::uint32_t to = (i + 1) % m;
-          const Piece piece = piece_of(grp, seg, c);
-          if (piece.bytes == 0) continue;
-          const Hold& held = hold[grp][std::size_t{i} * k + c];
-          const Region src = s == 0 ? own(i, piece) : held.where;
-          if (s == 0) first = start(grp, i);
-          const std::span<const OpId> deps =
-              s == 0 ? std::span<const OpId>(first) : std::span<const OpId>(&held.ready, 1);
-          const Region tmp = b.fresh_scratch(group[to], piece.bytes);
-          const OpId got =
-              b.move(group[i], src, group[to], tmp, piece.bytes, deps, {}, lanes, lanes);
-          const Region dst = last ? Region{BufferId::output, piece.offset}
-                                  : b.fresh_scratch(group[to], piece.bytes);
-          const OpId red =
-              b.reduce(group[to], dst, own(to, piece), tmp, piece.bytes, lanes.reduce, {got});
-          next[grp][std::size_t{to} * k + c] = Hold{dst, red};
-          if (last) done[grp][to][c] = red;
-        }
-      }
+      for_each_send(active[grp], k, by_rank, [&](std::uint32_t i, std::uint32_t c) {
+        const std::uint32_t seg = (i + 2 * m - s - 1) % m;
+        const std::uint32_t to = (i + 1) % m;
+        const Piece piece = piece_of(grp, seg, c);
+        if (piece.bytes == 0) return;
+        const Hold& held = hold[grp][std::size_t{i} * k + c];
+        const Region src = s == 0 ? own(i, piece) : held.where;
+        if (s == 0) first = start(grp, i);
+        const std::span<const OpId> deps =
+            s == 0 ? std::span<const OpId>(first) : std::span<const OpId>(&held.ready, 1);
+        const Region tmp = b.fresh_scratch(group[to], piece.bytes);
+        const OpId got = b.move(group[i], src, group[to], tmp, piece.bytes, deps, {}, lanes, lanes);
+        const Region dst =
+            last ? Region{BufferId::output, piece.offset} : b.fresh_scratch(group[to], piece.bytes);
+        const OpId red =
+            b.reduce(group[to], dst, own(to, piece), tmp, piece.bytes, lanes.reduce, {got});
+        next[grp][std::size_t{to} * k + c] = Hold{dst, red};
+        if (last) done[grp][to][c] = red;
+      });
     }
     std::swap(hold, next);
     // Every op of the next step waits for this step's reduction of its piece; the next phase's
@@ -126,13 +123,14 @@ std::vector<std::vector<std::vector<OpId>>> groups_reduce_scatter(
   return done;
 }
 
-// Ring allgather inside each of `groups`, one step of every group after the other: index i
-// holds chunk c of segment i in its output once the ops start(grp, i, c) are done.
-// `arrived(grp, i, op)` is told, as soon as it is added, of every op that wrote another segment
-// to index i's output.
+// Ring allgather inside each of `groups`, one step of every group after the other, in each
+// group the sends in for_each_send()'s order: index i holds chunk c of segment i in its output
+// once the ops start(grp, i, c) are done. `arrived(grp, i, op)` is told, as soon as it is added,
+// of every op that wrote another segment to index i's output.
 template <typename PieceOf, typename Start, typename Arrived>
 void groups_allgather(Builder& b, const std::vector<std::vector<RankId>>& groups, std::uint32_t k,
-                      PieceOf piece_of, Start start, Arrived arrived, const Lanes& lanes) {
+                      bool by_rank, PieceOf piece_of, Start start, Arrived arrived,
+                      const Lanes& lanes) {
   const auto n = groups.size();
   const auto m = static_cast<std::uint32_t>(groups.front().size());
   const auto active = senders(b, groups);
@@ -144,22 +142,20 @@ void groups_allgather(Builder& b, const std::vector<std::vector<RankId>>& groups
   for (std::uint32_t t = 0; t + 1 < m; ++t) {
     for (std::size_t grp = 0; grp < n; ++grp) {
       const std::vector<RankId>& group = groups[grp];
-      for (const std::uint32_t i : active[grp]) {
-        for (std::uint32_t c = 0; c < k; ++c) {
-          const std::uint32_t seg = (i + m - t) % m;
-          const std::uint32_t to = (i + 1) % m;
-          const Piece piece = piece_of(grp, seg, c);
-          if (piece.bytes == 0) continue;
-          if (t == 0) first = start(grp, i, c);
-          const std::span<const OpId> deps =
-              t == 0 ? std::span<const OpId>(first)
-                     : std::span<const OpId>(&ready[grp][std::size_t{i} * k + c], 1);
-          const Region at{BufferId::output, piece.offset};
-          const OpId got = b.move(group[i], at, group[to], at, piece.bytes, deps, {}, lanes, lanes);
-          next[grp][std::size_t{to} * k + c] = got;
-          arrived(grp, to, got);
-        }
-      }
+      for_each_send(active[grp], k, by_rank, [&](std::uint32_t i, std::uint32_t c) {
+        const std::uint32_t seg = (i + m - t) % m;
+        const std::uint32_t to = (i + 1) % m;
+        const Piece piece = piece_of(grp, seg, c);
+        if (piece.bytes == 0) return;
+        if (t == 0) first = start(grp, i, c);
+        const std::span<const OpId> deps =
+            t == 0 ? std::span<const OpId>(first)
+                   : std::span<const OpId>(&ready[grp][std::size_t{i} * k + c], 1);
+        const Region at{BufferId::output, piece.offset};
+        const OpId got = b.move(group[i], at, group[to], at, piece.bytes, deps, {}, lanes, lanes);
+        next[grp][std::size_t{to} * k + c] = got;
+        arrived(grp, to, got);
+      });
     }
     std::swap(ready, next);
     // Every op of the next step waits for this step's arrival of its piece.
@@ -191,10 +187,20 @@ void hierarchical(Builder& b, const Job& job, const std::vector<std::vector<Rank
   // ops[rank]: the ops of phase 1 that finished the rank's segment, one per chunk; the next
   // phase's first sends wait for them.
   std::vector<std::vector<OpId>> ops(job.p);
+  // Each rank's chunks of a step together, unless a ring inside a server or along a rail is
+  // staged through host memory (may_run_order()).
+  const bool by_rank = may_run_order(job, [&] {
+    for (std::uint32_t s = 0; s < S; ++s)
+      for (std::uint32_t l = 0; l < g; ++l)
+        if (b.staged(servers[s][l], servers[s][(l + 1) % g]) ||
+            b.staged(servers[s][l], servers[(s + 1) % S][l]))
+          return true;
+    return false;
+  });
 
   if (g > 1) {
     const auto done = groups_reduce_scatter(
-        b, servers, k, server_piece,
+        b, servers, k, by_rank, server_piece,
         [](std::uint32_t, Piece p) {
           return Region{BufferId::input, p.offset};
         },
@@ -217,7 +223,7 @@ void hierarchical(Builder& b, const Job& job, const std::vector<std::vector<Rank
     // With one GPU per server the contribution is still in the input.
     const BufferId mine = g > 1 ? BufferId::output : BufferId::input;
     const auto reduced = groups_reduce_scatter(
-        b, rails, k, rail_piece,
+        b, rails, k, by_rank, rail_piece,
         [&](std::uint32_t, Piece p) {
           return Region{mine, p.offset};
         },
@@ -227,7 +233,7 @@ void hierarchical(Builder& b, const Job& job, const std::vector<std::vector<Rank
         for (OpId op : reduced[l][s]) tails[rails[l][s]].add(lanes.reduce, op);
     // Each chunk's allgather follows that chunk's reduce-scatter, as in the ring allreduce.
     groups_allgather(
-        b, rails, k, rail_piece,
+        b, rails, k, by_rank, rail_piece,
         [&](std::size_t l, std::uint32_t s, std::uint32_t c) {
           return std::vector<OpId>{reduced[l][s][c]};
         },
@@ -240,7 +246,7 @@ void hierarchical(Builder& b, const Job& job, const std::vector<std::vector<Rank
   if (g > 1) {
     // Phase 3 starts on a rank once phase 2 is complete there, or phase 1 on one server.
     groups_allgather(
-        b, servers, k, server_piece,
+        b, servers, k, by_rank, server_piece,
         [&](std::size_t s, std::uint32_t l, std::uint32_t) {
           const RankId r = servers[s][l];
           return S > 1 ? tails[r].ops() : ops[r];

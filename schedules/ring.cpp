@@ -58,11 +58,14 @@ std::vector<RankId> ring_senders(const Builder& b, RankId p) {
   return out;
 }
 
-// A step's transfers are built rank by rank, each rank's chunks in turn, so that the ops a rank
-// runs one after the other are neighbours in the plan: with k = 64 on 1024 ranks, chunk by chunk
-// put them 3p ops (96 KiB of the engine's records) apart. Either order gives every op the same
-// dependencies, the same stream predecessors and the same order among the ops that wait for it,
-// so the engine runs them alike to the bit (as the tree's run order, tree.cpp).
+// Whether a step's transfers are built each rank's chunks together (for_each_send()).
+bool ring_by_rank(const Builder& b, const Job& job) {
+  return may_run_order(job, [&] {
+    for (RankId r = 0; r < job.p; ++r)
+      if (b.staged(r, r + 1 == job.p ? 0 : r + 1)) return true;
+    return false;
+  });
+}
 
 // Reduce-scatter around the ring. At step s rank r sends segment (r - s - shift) to r + 1,
 // which adds its own input. The owner of segment j at the end is rank j - 1 + shift.
@@ -80,27 +83,26 @@ Holdings ring_reduce_scatter(Builder& b, const Job& job, RankId shift, bool part
   Holdings hold(p, job.k);
   Holdings next(p, job.k);
   const std::vector<RankId> senders = ring_senders(b, p);
+  const bool by_rank = ring_by_rank(b, job);
   for (RankId s = 0; s + 1 < p; ++s) {
     const bool last = s + 2 == p;
     // No division per transfer (it showed at 4096 ranks).
     const RankId first = mod(-std::int64_t{s} - shift, p);
-    for (const RankId r : senders) {
-      for (std::uint32_t c = 0; c < job.k; ++c) {
-        const RankId seg = first + r < p ? first + r : first + r - p;
-        const RankId to = r + 1 == p ? 0 : r + 1;
-        const Piece piece = chunks[std::size_t{seg} * job.k + c];
-        if (piece.bytes == 0) continue;
-        const Region src = s == 0 ? Region{BufferId::input, piece.offset} : hold.at(r, c).where;
-        const Region tmp = b.fresh_scratch(to, piece.bytes);
-        const OpId arrived =
-            b.move(r, src, to, tmp, piece.bytes, {hold.at(r, c).ready}, lanes, lanes);
-        Region dst = final_region(to, seg, piece);
-        if (!last && partials_in_scratch) dst = b.fresh_scratch(to, piece.bytes);
-        const OpId red = b.reduce(to, dst, {BufferId::input, piece.offset}, tmp, piece.bytes,
-                                  lanes.reduce, {arrived});
-        next.at(to, c) = Holding{dst, red};
-      }
-    }
+    for_each_send(senders, job.k, by_rank, [&](RankId r, std::uint32_t c) {
+      const RankId seg = first + r < p ? first + r : first + r - p;
+      const RankId to = r + 1 == p ? 0 : r + 1;
+      const Piece piece = chunks[std::size_t{seg} * job.k + c];
+      if (piece.bytes == 0) return;
+      const Region src = s == 0 ? Region{BufferId::input, piece.offset} : hold.at(r, c).where;
+      const Region tmp = b.fresh_scratch(to, piece.bytes);
+      const OpId arrived =
+          b.move(r, src, to, tmp, piece.bytes, {hold.at(r, c).ready}, lanes, lanes);
+      Region dst = final_region(to, seg, piece);
+      if (!last && partials_in_scratch) dst = b.fresh_scratch(to, piece.bytes);
+      const OpId red = b.reduce(to, dst, {BufferId::input, piece.offset}, tmp, piece.bytes,
+                                lanes.reduce, {arrived});
+      next.at(to, c) = Holding{dst, red};
+    });
     std::swap(hold, next);
     // Every op of the next step waits for this step's reduction of its chunk.
     b.end_batch();
@@ -117,20 +119,19 @@ void ring_allgather_phase(Builder& b, const Job& job, RankId lead, Holdings hold
   const Lanes lanes = job.pipelined ? Lanes::channel(0) : Lanes::single();
   Holdings next(p, job.k);
   const std::vector<RankId> senders = ring_senders(b, p);
+  const bool by_rank = ring_by_rank(b, job);
   for (RankId t = 0; t + 1 < p; ++t) {
     const RankId first = mod(std::int64_t{lead} - t, p);
-    for (const RankId r : senders) {
-      for (std::uint32_t c = 0; c < job.k; ++c) {
-        const RankId seg = first + r < p ? first + r : first + r - p;
-        const RankId to = r + 1 == p ? 0 : r + 1;
-        const Piece piece = chunks[std::size_t{seg} * job.k + c];
-        if (piece.bytes == 0) continue;
-        const Region dst{BufferId::output, piece.offset};
-        const OpId arrived = b.move(r, hold.at(r, c).where, to, dst, piece.bytes,
-                                    {hold.at(r, c).ready}, lanes, lanes);
-        next.at(to, c) = Holding{dst, arrived};
-      }
-    }
+    for_each_send(senders, job.k, by_rank, [&](RankId r, std::uint32_t c) {
+      const RankId seg = first + r < p ? first + r : first + r - p;
+      const RankId to = r + 1 == p ? 0 : r + 1;
+      const Piece piece = chunks[std::size_t{seg} * job.k + c];
+      if (piece.bytes == 0) return;
+      const Region dst{BufferId::output, piece.offset};
+      const OpId arrived =
+          b.move(r, hold.at(r, c).where, to, dst, piece.bytes, {hold.at(r, c).ready}, lanes, lanes);
+      next.at(to, c) = Holding{dst, arrived};
+    });
     std::swap(hold, next);
     // Every op of the next step waits for this step's arrival of its chunk.
     b.end_batch();

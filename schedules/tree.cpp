@@ -242,16 +242,15 @@ class TreePipeline {
   std::vector<std::vector<OpId>> ready_;        // by chunk: for the level it sends from next, down
 };
 
-// Whether the plan may list its ops in run order (run_pipelines()): not where one stream carries
-// every role (a stream's ops run in plan order), nor where a transfer along an edge of the trees
-// goes through host memory, whose staging copies may wait for copy engines, handed out in plan
-// order among copies ready at the same instant (sim/copy_engines.hpp).
+// Whether the plan may list its ops in run order (run_pipelines()): may_run_order(), with the
+// transfers along the edges of the trees.
 bool run_order(const Builder& b, const Job& job, const std::vector<BinaryTree>& trees) {
-  if (!job.pipelined || !job.run_order) return false;
-  for (const BinaryTree& t : trees)
-    for (std::uint32_t i = 1; i < t.ranks.size(); ++i)
-      if (b.staged(t.ranks[i], t.parent_of(i))) return false;
-  return true;
+  return may_run_order(job, [&] {
+    for (const BinaryTree& t : trees)
+      for (std::uint32_t i = 1; i < t.ranks.size(); ++i)
+        if (b.staged(t.ranks[i], t.parent_of(i))) return true;
+    return false;
+  });
 }
 
 // The trees' pipelines, reduced up (`up`) and then broadcast down (`down`). In run order
