@@ -39,8 +39,9 @@ struct PlanRequest {
   // 0, or build the rotated plan of ranks [0, rotation) only (Plan::rotation): a multiple of
   // rotation_unit() that divides the rank count.
   RankId rotation = 0;
-  // The tree's ops listed in the order they run where that changes no result (schedules/tree.cpp);
-  // false: tree by tree and chunk by chunk, for tests that compare the two.
+  // Ops listed in the order they run where that changes no result (detail::may_run_order(): the
+  // tree's waves, each rank's chunks of a ring or hier step together); false: chunk by chunk, as
+  // for staged transfers, for tests that compare the two.
   bool run_order = true;
 };
 
