@@ -252,6 +252,11 @@ class Plan {
     return f;
   }
   std::span<const OpId> deps(OpId id) const { return deps_of(rows_[id].dep, &rows_[id].dep); }
+  // The op's one dependency, or kNoOp when it has none or several: a hint read in one load.
+  OpId only_dep(OpId id) const {
+    const std::uint32_t v = rows_[id].dep;
+    return v & kManyDeps ? kNoOp : v;
+  }
   // Streams used by each rank: 1 + the largest stream id seen for that rank (0 for a rank
   // without ops), in one pass over the ops. Wider than StreamId: a rank may use stream 65535.
   std::vector<std::uint32_t> streams_per_rank() const;

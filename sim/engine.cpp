@@ -687,14 +687,15 @@ void Engine::link(OpId from, OpId to, bool later) {
   // only while the op waited for is not done; successors are added in increasing op order, the
   // order complete() readies them in, hence the order of the run.
   for (OpId op = from; op < to; ++op) {
-    // The stream predecessor and the dependencies of an op a few places on are usually ops of
-    // an earlier batch, far back in the records (a ring step back: 10 MiB at 1024 ranks and
-    // k = 64), whose state the loop reads: fetch them now.
+    // The stream predecessor and the dependency of an op a few places on are usually ops of an
+    // earlier batch, far back in the records (a ring step back: 10 MiB at 1024 ranks and
+    // k = 64), whose records the loop reads: fetch them now. Of the dependencies, only an op's
+    // single one, read in one load: a loop over every op's list added 1.6 % to a ring's
+    // instructions, this 0.8 %.
     if (const OpId ahead = op + 16; ahead < to) {
       const OpId prev = last_on_stream(rec(ahead).rank, rec(ahead).stream);
       if (prev != kNoOp && prev >= ops_base_) prefetch_op(prev);
-      for (OpId d : plan_.deps(ahead))
-        if (d >= ops_base_ && d < to) prefetch_op(d);
+      if (const OpId d = plan_.only_dep(ahead); d != kNoOp && d >= ops_base_) prefetch_op(d);
     }
     OpRecord& r = rec(op);
     // A stream's last op leaves this table when it completes (complete()), so an op found here
