@@ -638,8 +638,7 @@ void FlowModel::prefetch_flows_on(const std::vector<ResourceId>& resources) cons
 }
 
 void FlowModel::prefetch_resources_of(const std::vector<FlowId>& flows) const {
-  for (FlowId f : flows)
-    for (const Use& use : flows_[f].uses) collsim::prefetch(&res_[use.resource]);
+  for (FlowId f : flows) prefetch_resources(f);
 }
 
 bool FlowModel::fill_region() {

@@ -321,9 +321,9 @@ class FlowModel {
   // instead of each waiting for the one before (see fill_region()).
   void prefetch_entries(const std::vector<ResourceId>& resources) const;
   void prefetch_flows_on(const std::vector<ResourceId>& resources) const;
-  // The first line of each resource only: what add_to_region() reads to tell whether it binds.
-  // add_to_component() asks for the list's line of those that join: on the 16,384-GPU tree,
-  // 46 % of those prefetched.
+  // prefetch_resources() of each: the first line of each resource only, what add_to_region()
+  // reads to tell whether it binds. add_to_component() asks for the list's line of those that
+  // join: on the 16,384-GPU tree, 46 % of those prefetched.
   void prefetch_resources_of(const std::vector<FlowId>& flows) const;
   // The lines of a resource's flow list, up to kListLines of them: the few entries of a
   // fabric link all, while the list of a NIC that a whole all-to-all crosses is scanned from
