@@ -22,6 +22,7 @@ for target in "$bin"/fuzz_*; do
     topology) seeds+=(configs tests/reliability/inputs/topology) ;;
     calibration) seeds+=(tests/reliability/inputs/calibration) ;;
     plan) [ -d tests/reliability/inputs/plan ] && seeds+=(tests/reliability/inputs/plan) ;;
+    simulate) seeds+=(tests/fuzz/corpus/plan tests/reliability/inputs/plan) ;;
     msccl)
       seeds+=(configs/msccl)
       [ -d tests/reliability/inputs/msccl ] && seeds+=(tests/reliability/inputs/msccl)

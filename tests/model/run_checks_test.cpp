@@ -1,0 +1,112 @@
+// The properties the simulate fuzz target checks (tests/common/run_checks.hpp) hold for its seeds
+// and for every algorithm's plans on its machine, and the checks can fail.
+#include "tests/common/run_checks.hpp"
+
+#include <fmt/format.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "schedules/generate.hpp"
+#include "schedules/plan_json.hpp"
+#include "tests/common/files.hpp"
+#include "tests/common/sizes.hpp"
+
+using namespace collsim;
+using namespace collsim::sched;
+
+namespace {
+
+const topo::Topology& checked() {
+  static const topo::Topology t = test::checked_machine(COLLSIM_SOURCE_DIR);
+  return t;
+}
+
+std::string broken_lines(const test::RunChecks& c) {
+  std::string s;
+  for (const std::string& line : c.broken) s += line + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("the fuzz seeds run with every run property", "[model][run_checks]") {
+  const topo::Router router(checked());
+  std::size_t ran = 0;
+  for (const char* dir : {"tests/fuzz/corpus/plan", "tests/fuzz/corpus/simulate"})
+    for (const auto& entry :
+         std::filesystem::directory_iterator(std::string(COLLSIM_SOURCE_DIR) + "/" + dir)) {
+      Plan plan = parse_plan(test::read_file(entry.path()), entry.path().string());
+      test::bind_ranks(plan, checked());
+      sim::Options o;  // as the fuzz target runs it
+      test::add_disturbance(o, checked(), plan.size);
+      const test::RunChecks c = test::check_runs(router, plan, o);
+      INFO(entry.path().string() << "\n" << broken_lines(c));
+      CHECK(c.broken.empty());
+      ran += c.ran;
+    }
+  // Every seed is a plan the engine runs: a seed it refused would start the fuzzer nowhere.
+  CHECK(ran >= 10);
+}
+
+TEST_CASE("every algorithm's plans run with every run property", "[model][run_checks]") {
+  const topo::Router router(checked());
+  std::uint64_t plans = 0;
+  // 6 and 16 ranks: a server and a half (ranks on both kinds of server), and all four servers.
+  for (const std::size_t ranks : {std::size_t{6}, std::size_t{16}}) {
+    std::vector<topo::NodeId> gpus = checked().gpus();
+    gpus.resize(ranks);
+    for (Collective c : all_collectives())
+      for (Algorithm a : algorithms_for(c, static_cast<RankId>(ranks))) {
+        PlanRequest req;
+        req.collective = c;
+        req.algorithm = a;
+        req.size = 3 * test::MiB + 4 * 16 * 5;  // chunks of unequal size
+        req.chunks = 2;
+        req.ranks = gpus;
+        if (!why_not(req, static_cast<RankId>(ranks)).empty()) continue;
+        Plan plan;
+        try {
+          plan = generate(router, req);
+        } catch (const InputError&) {
+          continue;  // hier on ranks whose servers differ
+        }
+        // Undisturbed, then each disturbance on another link or pair of GPUs.
+        for (std::uint64_t disturbance = 0; disturbance < 4; ++disturbance) {
+          sim::Options o;
+          test::add_disturbance(o, checked(), 4 * plans++ + disturbance);
+          const test::RunChecks checks = test::check_runs(router, plan, o);
+          INFO(fmt::format("{} {} on {} ranks, disturbance {}\n{}", to_string(c), to_string(a),
+                           ranks, disturbance, broken_lines(checks)));
+          CHECK(checks.ran);
+          CHECK(checks.broken.empty());
+        }
+      }
+  }
+}
+
+TEST_CASE("the run checks find times out of the plan's order", "[model][run_checks]") {
+  const topo::Router router(checked());
+  PlanRequest req;
+  req.algorithm = Algorithm::ring;
+  req.size = test::MiB;
+  req.ranks = {checked().gpus()[0], checked().gpus()[1]};
+  const Plan plan = generate(router, req);
+  sim::Options o;
+  o.record_ops = true;
+  const sim::Result good = sim::simulate(router, plan, o);
+  std::vector<std::string> broken;
+  test::run_checks_detail::check_order(plan, good, broken);
+  CHECK(broken.empty());
+  // The last op made ready before the ops it waits for ended.
+  sim::Result early = good;
+  early.ops.back().ready = 0;
+  test::run_checks_detail::check_order(plan, early, broken);
+  CHECK(!broken.empty());
+  broken.clear();
+  // A run that differs from the reference in one op's end by one ulp.
+  sim::Result moved = good;
+  moved.ops.front().end = std::nextafter(moved.ops.front().end, 1.0);
+  test::run_checks_detail::check_same("moved", good, moved, broken);
+  CHECK(broken.size() == 1);
+}
