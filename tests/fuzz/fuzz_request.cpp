@@ -1,0 +1,172 @@
+// libFuzzer target: a collective request made of the input's bytes (machine, collective,
+// algorithm, ranks, size, dtype, chunks, root, host memory), wherever generate() accepts it,
+// must give a plan that computes its collective (sched::verify). On a uniform machine, where
+// the size splits evenly into p * k elements, the engine must take the closed form's time to
+// 1e-9. On a shipped machine, the run command line's way (streamed where it can be) and the plan
+// listed chunk by chunk must take the whole plan's time to the bit, and one rank per orbit
+// that of every rank to 1e-9. The checks of tests/model and tests/schedules cover a grid of
+// sizes and chunk counts; this one walks the space between.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <string>
+
+#include "schedules/closed_form.hpp"
+#include "schedules/generate.hpp"
+#include "schedules/verify.hpp"
+#include "sim/engine.hpp"
+#include "tests/schedules/fixtures.hpp"
+#include "topology/error.hpp"
+#include "topology/loader.hpp"
+#include "topology/routing.hpp"
+
+using namespace collsim;
+
+namespace {
+
+// Larger plans take longer to verify than a fuzzer should spend on one input.
+constexpr std::size_t kMaxOps = 20000;
+
+[[noreturn]] void broken(const std::string& what, const sched::PlanRequest& r, sched::RankId p) {
+  std::fprintf(stderr, "broken: %s: %s %s p=%u k=%u size=%llu dtype=%s root=%u\n", what.c_str(),
+               std::string(sched::to_string(r.algorithm)).c_str(),
+               std::string(sched::to_string(r.collective)).c_str(), p, r.chunks,
+               static_cast<unsigned long long>(r.size),
+               std::string(sched::to_string(r.dtype)).c_str(), r.root);
+  std::abort();
+}
+
+void check_verifies(const sched::Plan& plan, const sched::PlanRequest& r, sched::RankId p) {
+  const sched::VerifyReport report = sched::verify(plan);
+  if (!report.ok()) broken("the plan does not verify: " + report.problems.front(), r, p);
+}
+
+bool close(double a, double b) {
+  return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b));
+}
+
+// The request on p GPUs of a uniform machine (tests/schedules/fixtures.hpp), against its
+// closed form.
+void on_uniform(sched::PlanRequest r, sched::RankId p, const sched::UniformCosts& c) {
+  topo::Topology t = test::uniform_gpus(p, c);
+  topo::finalize(t);
+  sched::Plan plan;
+  {
+    const topo::Router router(t);
+    try {
+      plan = sched::generate(router, r);
+    } catch (const InputError&) {
+      return;
+    }
+  }
+  if (plan.num_ops() > kMaxOps) return;
+  check_verifies(plan, r, p);
+  // The closed forms use the mean piece where the size does not split evenly, and hier's
+  // depends on servers, which this machine has none of.
+  const Bytes elements = r.size / sched::dtype_size(r.dtype);
+  if (r.algorithm == sched::Algorithm::hier || r.size % sched::dtype_size(r.dtype) != 0 ||
+      elements % (Bytes{p} * r.chunks) != 0)
+    return;
+  test::link_plan_pairs(t, plan, c);
+  topo::finalize(t);
+  const topo::Router router(t);
+  const double got = sim::simulate(router, plan).time;
+  const double want = sched::closed_form(r, p, c);
+  if (!close(got, want))
+    broken("simulated " + std::to_string(got) + " s, closed form " + std::to_string(want) + " s", r,
+           p);
+}
+
+struct Shipped {
+  topo::Topology topology;
+  topo::Router router;
+  explicit Shipped(const char* file, bool ecmp)
+      : topology(topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/" + file)),
+        router(topology, topo::RoutingOptions{.ecmp = ecmp}) {}
+};
+
+// The request on the first p GPUs of a shipped machine (in reverse order when `reversed`).
+void on_shipped(const Shipped& m, sched::PlanRequest r, sched::RankId p, bool reversed) {
+  const std::vector<topo::NodeId>& gpus = m.topology.gpus();
+  r.ranks.assign(gpus.begin(), gpus.begin() + p);
+  if (reversed) std::reverse(r.ranks.begin(), r.ranks.end());
+  sched::Plan plan;
+  try {
+    plan = sched::generate(m.router, r);
+  } catch (const InputError&) {
+    return;  // hier on ranks whose servers differ
+  }
+  if (plan.num_ops() > kMaxOps) return;
+  check_verifies(plan, r, p);
+  sim::Options whole;
+  whole.window_ops = 0;
+  const sim::Result reference = sim::simulate(m.router, plan, whole);
+  const sim::Result as_run = sim::simulate(m.router, r);
+  if (std::memcmp(&reference.time, &as_run.time, sizeof(double)) != 0 ||
+      reference.flows != as_run.flows)
+    broken("run as the command line does: " + std::to_string(as_run.time) + " s against " +
+               std::to_string(reference.time) + " s for the whole plan",
+           r, p);
+  sched::PlanRequest listed = r;
+  listed.run_order = false;
+  const sim::Result chunk_by_chunk =
+      sim::simulate(m.router, sched::generate(m.router, listed), whole);
+  if (std::memcmp(&reference.time, &chunk_by_chunk.time, sizeof(double)) != 0)
+    broken("listed chunk by chunk: " + std::to_string(chunk_by_chunk.time) + " s against " +
+               std::to_string(reference.time) + " s",
+           r, p);
+  sim::Options symmetric;
+  symmetric.rank_symmetry = true;
+  const sim::Result orbit = sim::simulate(m.router, r, symmetric);
+  if (orbit.rotation != 0 && !close(orbit.time, reference.time))
+    broken("one rank per orbit of " + std::to_string(orbit.rotation) + ": " +
+               std::to_string(orbit.time) + " s against " + std::to_string(reference.time) + " s",
+           r, p);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static const Shipped machines[] = {
+      Shipped("dgx-h100.json", false), Shipped("hetero-rack.json", false),
+      Shipped("t4x4-pcie.json", false), Shipped("cluster-1024.json", true)};
+  // The costs of tests/model/closed_form_test.cpp: transfer-bound, reduction-bound, bandwidth
+  // only.
+  static const sched::UniformCosts costs[] = {{1e-6, 0.5e-6, 10e9, 2e-6, 200e9},
+                                              {1e-6, 0.5e-6, 50e9, 3e-6, 20e9},
+                                              {0, 0, 25e9, 0, kUnlimited}};
+  FuzzedDataProvider in(data, size);
+  const auto machine = in.ConsumeIntegralInRange<unsigned>(0, std::size(machines));
+  const sched::RankId most =
+      machine == 0
+          ? 24
+          : std::min<sched::RankId>(
+                16, static_cast<sched::RankId>(machines[machine - 1].topology.gpus().size()));
+  const auto p = in.ConsumeIntegralInRange<sched::RankId>(1, most);
+  sched::PlanRequest r;
+  const auto collectives = sched::all_collectives();
+  r.collective = collectives[in.ConsumeIntegralInRange<std::size_t>(0, collectives.size() - 1)];
+  const std::vector<sched::Algorithm> algorithms = sched::algorithms_for(r.collective, p);
+  if (algorithms.empty()) return 0;
+  r.algorithm = algorithms[in.ConsumeIntegralInRange<std::size_t>(0, algorithms.size() - 1)];
+  r.dtype = static_cast<sched::DType>(in.ConsumeIntegralInRange<int>(0, 2));
+  r.chunks = in.ConsumeIntegralInRange<std::uint32_t>(1, 16);
+  r.root = in.ConsumeIntegralInRange<sched::RankId>(0, p - 1);
+  r.host_memory = in.ConsumeBool() ? sched::HostMemory::pageable : sched::HostMemory::pinned;
+  const bool reversed = in.ConsumeBool();
+  const auto cost = in.ConsumeIntegralInRange<std::size_t>(0, std::size(costs) - 1);
+  // Sizes from one byte to 4 MiB, most of them whole elements.
+  r.size = in.ConsumeIntegralInRange<Bytes>(1, Bytes{4} << 20);
+  if (!why_not(r, p).empty()) return 0;
+  if (machine == 0)
+    on_uniform(r, p, costs[cost]);
+  else
+    on_shipped(machines[machine - 1], r, p, reversed);
+  return 0;
+}
