@@ -592,8 +592,6 @@ bool Engine::copies_may_queue(topo::NodeId gpu, RankId rank, sched::StreamId str
   if (copies_queue_) return true;
   const std::uint32_t engines = topo_.node(gpu).copy_engines;
   if (engines == 0) return false;
-  // A rotated plan holds one rank per orbit, whose GPU may be shared with ranks it does not hold.
-  if (plan_.rotation != 0) return copies_queue_ = true;
   if (last_copy_stream_.empty()) {
     last_copy_stream_.assign(plan_.num_ranks(), ~std::uint32_t{0});
     copy_lanes_on_.assign(topo_.num_nodes(), 0);
@@ -601,7 +599,23 @@ bool Engine::copies_may_queue(topo::NodeId gpu, RankId rank, sched::StreamId str
   if (last_copy_stream_[rank] == stream) return false;
   last_copy_stream_[rank] = stream;
   if (copy_lanes_.insert(std::uint64_t{rank} << 16 | stream).second) ++copy_lanes_on_[gpu];
-  return copies_queue_ = copy_lanes_on_[gpu] > engines;
+  copies_queue_ = copy_lanes_on_[gpu] > engines;
+  // Copies that wait are served in the order of their ready times, and one ulp between two of
+  // them decides which copy waits (docs/cost-model.md, "Copy engines"). One rank per orbit
+  // computes those times in another order than every rank does (a flow standing for m images
+  // weighs m times on a resource they share), and a direct all-to-all of the T4 box with
+  // pageable host memory then ended 0.2 % apart. Every GPU of a rotated plan holds one rank
+  // (Rotation refuses two on one GPU), so its lanes are counted as in the run of every rank.
+  if (copies_queue_ && plan_.rotation != 0)
+    throw NotSymmetric(
+        fmt::format(
+            "GPU '{}' has copies on {} (rank, stream) pairs and {} copy engines, so copies may "
+            "wait "
+            "for one; which one waits turns on the last bits of their ready times, which one rank "
+            "per orbit does not compute as the run of every rank does",
+            topo_.node(gpu).name, copy_lanes_on_[gpu], engines),
+        false);
+  return copies_queue_;
 }
 
 bool Engine::ends_agree(const sched::Plan::Fields& send, const sched::Plan::Fields& recv) const {
@@ -1641,6 +1655,7 @@ Result simulate(const topo::Router& router, const sched::PlanRequest& request,
     return simulate(router, sched::generate(router, request), options);
   }
   std::string refused;  // why the largest rotation tried does not fit
+  bool routes_may_fit = true;
   sched::RankId unit = 0;
   if (options.rank_symmetry && options.capacity.empty() && options.background.empty() &&
       !options.record_ops) {
@@ -1658,6 +1673,7 @@ Result simulate(const topo::Router& router, const sched::PlanRequest& request,
         return simulate_generated(router, rotated, options);
       } catch (const NotSymmetric& e) {
         refused = e.diagnostics().front().message;
+        routes_may_fit = e.routes_may_fit();
       }
     }
     if (unit == 0)
@@ -1666,7 +1682,7 @@ Result simulate(const topo::Router& router, const sched::PlanRequest& request,
           "hier (allreduce, on servers of consecutive ranks) and direct (all but broadcast "
           "and reduce) have one, and only when every rank's pieces have the same sizes";
   }
-  if (unit != 0 && !refused.empty() && router.options().ecmp)
+  if (unit != 0 && !refused.empty() && router.options().ecmp && routes_may_fit)
     refused +=
         " (ECMP hashes each pair of ranks onto its own path, which a rotation rarely keeps; "
         "routing without it, --routing shortest, may)";

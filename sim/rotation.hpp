@@ -31,9 +31,16 @@
 namespace collsim::sim {
 
 // The rotation does not map the topology or the plan's GPUs onto themselves; what() says where.
+// `routes_may_fit`: whether other routing could change that (false where the refusal has
+// nothing to do with routes, so that no hint about ECMP follows it).
 class NotSymmetric : public InputError {
  public:
-  explicit NotSymmetric(const std::string& message) : InputError("", "rotation", message) {}
+  explicit NotSymmetric(const std::string& message, bool routes_may_fit = true)
+      : InputError("", "rotation", message), routes_may_fit_(routes_may_fit) {}
+  bool routes_may_fit() const { return routes_may_fit_; }
+
+ private:
+  bool routes_may_fit_;
 };
 
 class Rotation {

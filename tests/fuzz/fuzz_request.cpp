@@ -6,6 +6,7 @@
 // listed chunk by chunk must take the whole plan's time to the bit, and one rank per orbit
 // that of every rank to 1e-9. The checks of tests/model and tests/schedules cover a grid of
 // sizes and chunk counts; this one walks the space between.
+#include <fmt/format.h>
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <numeric>
 #include <string>
 
 #include "schedules/closed_form.hpp"
@@ -33,18 +35,40 @@ namespace {
 // Larger plans take longer to verify than a fuzzer should spend on one input.
 constexpr std::size_t kMaxOps = 20000;
 
-[[noreturn]] void broken(const std::string& what, const sched::PlanRequest& r, sched::RankId p) {
-  std::fprintf(stderr, "broken: %s: %s %s p=%u k=%u size=%llu dtype=%s root=%u\n", what.c_str(),
-               std::string(sched::to_string(r.algorithm)).c_str(),
-               std::string(sched::to_string(r.collective)).c_str(), p, r.chunks,
+// What broke, and the request as `collsim run` options.
+[[noreturn]] void broken(const std::string& what, const sched::PlanRequest& r, sched::RankId p,
+                         const std::string& machine) {
+  std::string ranks;
+  for (topo::NodeId g : r.ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(g);
+  std::fprintf(stderr,
+               "broken: %s: --algo %s --collective %s --chunks %u --size %llu --dtype %s --root %u "
+               "(p = %u on %s%s%s%s)\n",
+               what.c_str(), std::string(sched::to_string(r.algorithm)).c_str(),
+               std::string(sched::to_string(r.collective)).c_str(), r.chunks,
                static_cast<unsigned long long>(r.size),
-               std::string(sched::to_string(r.dtype)).c_str(), r.root);
+               std::string(sched::to_string(r.dtype)).c_str(), r.root, p, machine.c_str(),
+               r.host_memory == sched::HostMemory::pageable ? ", pageable host memory" : "",
+               ranks.empty() ? "" : ", GPU node ids ", ranks.c_str());
   std::abort();
 }
 
-void check_verifies(const sched::Plan& plan, const sched::PlanRequest& r, sched::RankId p) {
+void check_verifies(const sched::Plan& plan, const sched::PlanRequest& r, sched::RankId p,
+                    const std::string& machine) {
   const sched::VerifyReport report = sched::verify(plan);
-  if (!report.ok()) broken("the plan does not verify: " + report.problems.front(), r, p);
+  if (!report.ok()) broken("the plan does not verify: " + report.problems.front(), r, p, machine);
+}
+
+std::string seconds(double s) {
+  return fmt::format("{:.17g} s", s);
+}
+
+// The bytes every piece of every algorithm's plan divides a size into where it splits evenly:
+// k chunks of p pieces (ring, direct), or of p' pieces, p' the largest power of two up to p
+// (rhd halves each chunk for the p' ranks that take part after the hand-over).
+Bytes even_unit(const sched::PlanRequest& r, sched::RankId p) {
+  sched::RankId q = 1;
+  while (q * 2 <= p) q *= 2;
+  return Bytes{sched::dtype_size(r.dtype)} * r.chunks * std::lcm(Bytes{p}, Bytes{q});
 }
 
 bool close(double a, double b) {
@@ -66,21 +90,18 @@ void on_uniform(sched::PlanRequest r, sched::RankId p, const sched::UniformCosts
     }
   }
   if (plan.num_ops() > kMaxOps) return;
-  check_verifies(plan, r, p);
+  check_verifies(plan, r, p, "a uniform machine");
   // The closed forms use the mean piece where the size does not split evenly, and hier's
   // depends on servers, which this machine has none of.
-  const Bytes elements = r.size / sched::dtype_size(r.dtype);
-  if (r.algorithm == sched::Algorithm::hier || r.size % sched::dtype_size(r.dtype) != 0 ||
-      elements % (Bytes{p} * r.chunks) != 0)
-    return;
+  if (r.algorithm == sched::Algorithm::hier || r.size % even_unit(r, p) != 0) return;
   test::link_plan_pairs(t, plan, c);
   topo::finalize(t);
   const topo::Router router(t);
   const double got = sim::simulate(router, plan).time;
   const double want = sched::closed_form(r, p, c);
   if (!close(got, want))
-    broken("simulated " + std::to_string(got) + " s, closed form " + std::to_string(want) + " s", r,
-           p);
+    broken("simulated " + seconds(got) + ", closed form " + seconds(want), r, p,
+           "a uniform machine");
 }
 
 struct Shipped {
@@ -103,31 +124,32 @@ void on_shipped(const Shipped& m, sched::PlanRequest r, sched::RankId p, bool re
     return;  // hier on ranks whose servers differ
   }
   if (plan.num_ops() > kMaxOps) return;
-  check_verifies(plan, r, p);
+  const std::string& name = m.topology.name();
+  check_verifies(plan, r, p, name);
   sim::Options whole;
   whole.window_ops = 0;
   const sim::Result reference = sim::simulate(m.router, plan, whole);
   const sim::Result as_run = sim::simulate(m.router, r);
   if (std::memcmp(&reference.time, &as_run.time, sizeof(double)) != 0 ||
       reference.flows != as_run.flows)
-    broken("run as the command line does: " + std::to_string(as_run.time) + " s against " +
-               std::to_string(reference.time) + " s for the whole plan",
-           r, p);
+    broken("run as the command line does: " + seconds(as_run.time) + " against " +
+               seconds(reference.time) + " for the whole plan",
+           r, p, name);
   sched::PlanRequest listed = r;
   listed.run_order = false;
   const sim::Result chunk_by_chunk =
       sim::simulate(m.router, sched::generate(m.router, listed), whole);
   if (std::memcmp(&reference.time, &chunk_by_chunk.time, sizeof(double)) != 0)
-    broken("listed chunk by chunk: " + std::to_string(chunk_by_chunk.time) + " s against " +
-               std::to_string(reference.time) + " s",
-           r, p);
+    broken("listed chunk by chunk: " + seconds(chunk_by_chunk.time) + " against " +
+               seconds(reference.time),
+           r, p, name);
   sim::Options symmetric;
   symmetric.rank_symmetry = true;
   const sim::Result orbit = sim::simulate(m.router, r, symmetric);
   if (orbit.rotation != 0 && !close(orbit.time, reference.time))
-    broken("one rank per orbit of " + std::to_string(orbit.rotation) + ": " +
-               std::to_string(orbit.time) + " s against " + std::to_string(reference.time) + " s",
-           r, p);
+    broken("one rank per orbit of " + std::to_string(orbit.rotation) + ": " + seconds(orbit.time) +
+               " against " + seconds(reference.time),
+           r, p, name);
 }
 
 }  // namespace
@@ -161,8 +183,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   r.host_memory = in.ConsumeBool() ? sched::HostMemory::pageable : sched::HostMemory::pinned;
   const bool reversed = in.ConsumeBool();
   const auto cost = in.ConsumeIntegralInRange<std::size_t>(0, std::size(costs) - 1);
-  // Sizes from one byte to 4 MiB, most of them whole elements.
-  r.size = in.ConsumeIntegralInRange<Bytes>(1, Bytes{4} << 20);
+  // Sizes that split evenly (even_unit), where the closed forms are exact, or any from one byte
+  // to 4 MiB.
+  if (in.ConsumeBool())
+    r.size = even_unit(r, p) * in.ConsumeIntegralInRange<Bytes>(1, 2048);
+  else
+    r.size = in.ConsumeIntegralInRange<Bytes>(1, Bytes{4} << 20);
   if (!why_not(r, p).empty()) return 0;
   if (machine == 0)
     on_uniform(r, p, costs[cost]);

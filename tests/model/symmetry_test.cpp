@@ -14,6 +14,7 @@
 #include "sim/engine.hpp"
 #include "sim/rotation.hpp"
 #include "tests/common/clusters.hpp"
+#include "tests/common/same_run.hpp"
 #include "tests/common/sizes.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
@@ -150,6 +151,25 @@ TEST_CASE("one rank stands for all on a single NVSwitch, and shared memories cou
     req.host_memory = HostMemory::pageable;
     check_same_run(router, req);
   }
+}
+
+TEST_CASE("copies that may wait for a copy engine refuse the rotation", "[symmetry]") {
+  // The T4 box's direct all-to-all in 11 chunks: copies on four streams of each GPU, three
+  // engines, and a host memcpy that every GPU's pageable copies share, where a flow of one rank
+  // per orbit weighs twice. One ulp between two copies' ready times decides which waits, and
+  // one rank per orbit ended 0.2 % after the run of every rank until it was refused.
+  const topo::Topology t = config("t4x4-pcie.json");
+  const topo::Router router(t);
+  PlanRequest req = request(Algorithm::direct, Collective::alltoall, 1114112, 11);
+  req.host_memory = HostMemory::pageable;
+  const sim::Result all = sim::simulate(router, req);
+  const sim::Result one = sim::simulate(router, req, symmetric());
+  CHECK(one.rotation == 0);
+  CHECK(one.symmetry_refused.find("3 copy engines") != std::string::npos);
+  CHECK(one.symmetry_refused.find("ECMP") == std::string::npos);  // routes have no part in it
+  CHECK(test::same_double(one.time, all.time));
+  // The ring's staging copies take fewer streams than engines: no copy waits, and one rank per
+  // orbit still runs ("one rank stands for all on a single NVSwitch", above).
 }
 
 TEST_CASE("a rotation that does not map the run onto itself is refused, with the reason",
