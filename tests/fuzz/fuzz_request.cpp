@@ -1,8 +1,8 @@
 // libFuzzer target: a collective request made of the input's bytes (machine, collective,
 // algorithm, ranks, size, dtype, chunks, root, host memory), wherever generate() accepts it,
 // must give a plan that computes its collective (sched::verify). On a uniform machine, where
-// the size splits evenly into p * k elements, the engine must take the closed form's time to
-// 1e-9. On a shipped machine, the run command line's way (streamed where it can be) and the plan
+// the size splits evenly (even_unit), the engine must take the closed form's time to 1e-9. On a
+// shipped machine, the run made the command line's way (streamed where it can be) and the plan
 // listed chunk by chunk must take the whole plan's time to the bit, and one rank per orbit
 // that of every rank to 1e-9. The checks of tests/model and tests/schedules cover a grid of
 // sizes and chunk counts; this one walks the space between.
@@ -62,9 +62,9 @@ std::string seconds(double s) {
   return fmt::format("{:.17g} s", s);
 }
 
-// The bytes every piece of every algorithm's plan divides a size into where it splits evenly:
-// k chunks of p pieces (ring, direct), or of p' pieces, p' the largest power of two up to p
-// (rhd halves each chunk for the p' ranks that take part after the hand-over).
+// The smallest size, in bytes, that every algorithm splits into pieces of whole, equal element
+// counts: k chunks of p pieces (ring, direct) or of p' pieces, p' the largest power of two up to
+// p (rhd halves each chunk among the p' ranks left after the hand-over).
 Bytes even_unit(const sched::PlanRequest& r, sched::RankId p) {
   sched::RankId q = 1;
   while (q * 2 <= p) q *= 2;
