@@ -608,12 +608,11 @@ bool Engine::copies_may_queue(topo::NodeId gpu, RankId rank, sched::StreamId str
   // (Rotation refuses two on one GPU), so its lanes are counted as in the run of every rank.
   if (copies_queue_ && plan_.rotation != 0)
     throw NotSymmetric(
-        fmt::format(
-            "GPU '{}' has copies on {} (rank, stream) pairs and {} copy engines, so copies may "
-            "wait "
-            "for one; which one waits turns on the last bits of their ready times, which one rank "
-            "per orbit does not compute as the run of every rank does",
-            topo_.node(gpu).name, copy_lanes_on_[gpu], engines),
+        fmt::format("GPU '{}' has copies on {} (rank, stream) pairs and {} copy engines, so "
+                    "copies may wait for one; which one waits turns on the last bits of their "
+                    "ready times, which one rank per orbit does not compute as the run of every "
+                    "rank does",
+                    topo_.node(gpu).name, copy_lanes_on_[gpu], engines),
         false);
   return copies_queue_;
 }

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 
 #include "schedules/generate.hpp"
@@ -54,7 +55,7 @@ TEST_CASE("the fuzz seeds run with every run property", "[model][run_checks]") {
 
 TEST_CASE("every algorithm's plans run with every run property", "[model][run_checks]") {
   const topo::Router router(checked());
-  std::uint64_t plans = 0;
+  std::uint64_t runs = 0;  // picks each run's link or pair of GPUs
   // 6 and 16 ranks: a server and a half (ranks on both kinds of server), and all four servers.
   for (const std::size_t ranks : {std::size_t{6}, std::size_t{16}}) {
     std::vector<topo::NodeId> gpus = checked().gpus();
@@ -77,7 +78,7 @@ TEST_CASE("every algorithm's plans run with every run property", "[model][run_ch
         // Undisturbed, then each disturbance on another link or pair of GPUs.
         for (std::uint64_t disturbance = 0; disturbance < 4; ++disturbance) {
           sim::Options o;
-          test::add_disturbance(o, checked(), 4 * plans++ + disturbance);
+          test::add_disturbance(o, checked(), 4 * runs++ + disturbance);
           const test::RunChecks checks = test::check_runs(router, plan, o);
           INFO(fmt::format("{} {} on {} ranks, disturbance {}\n{}", to_string(c), to_string(a),
                            ranks, disturbance, broken_lines(checks)));
