@@ -7,12 +7,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "schedules/plan.hpp"
 #include "sim/engine.hpp"
+#include "tests/common/run_differences.hpp"
 #include "topology/error.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
@@ -42,10 +42,6 @@ inline void bind_ranks(sched::Plan& plan, const topo::Topology& t) {
 }
 
 namespace run_checks_detail {
-
-inline bool same_bits(double a, double b) {
-  return std::memcmp(&a, &b, sizeof a) == 0;
-}
 
 inline void check_order(const sched::Plan& plan, const sim::Result& r,
                         std::vector<std::string>& broken) {
@@ -83,47 +79,18 @@ inline void check_order(const sched::Plan& plan, const sim::Result& r,
     }
     const sched::OpId q = plan.partner(op);
     if (q != sched::kNoOp && q < n &&
-        !(same_bits(t.start, r.ops[q].start) && same_bits(t.end, r.ops[q].end)))
+        !(same_double(t.start, r.ops[q].start) && same_double(t.end, r.ops[q].end)))
       broken.push_back(fmt::format("op {} ran {}..{} but its matched op {} ran {}..{}", op, t.start,
                                    t.end, q, r.ops[q].start, r.ops[q].end));
   }
-  if (n > 0 && !same_bits(last, r.time))
+  if (n > 0 && !same_double(last, r.time))
     broken.push_back(fmt::format("the run took {} s but its last op ended at {} s", r.time, last));
 }
 
-// `b` is the same run as `a` to the bit (tests/common/same_run.hpp, without Catch2).
+// `b` is the same run as `a` to the bit.
 inline void check_same(const char* what, const sim::Result& a, const sim::Result& b,
                        std::vector<std::string>& broken) {
-  std::vector<std::string> differs;
-  if (a.stop != b.stop) differs.emplace_back("stop reason");
-  if (!same_bits(a.time, b.time))
-    differs.push_back(fmt::format("time {} against {}", b.time, a.time));
-  if (a.events != b.events)
-    differs.push_back(fmt::format("{} events against {}", b.events, a.events));
-  if (a.flows != b.flows) differs.emplace_back("flows");
-  if (a.link_bytes != b.link_bytes) differs.emplace_back("link bytes");
-  if (a.link_busy != b.link_busy) differs.emplace_back("link busy times");
-  bool resources_same = a.resources.size() == b.resources.size();
-  for (std::size_t i = 0; resources_same && i < a.resources.size(); ++i)
-    resources_same = a.resources[i].index == b.resources[i].index &&
-                     a.resources[i].kind == b.resources[i].kind &&
-                     same_bits(a.resources[i].busy_time, b.resources[i].busy_time) &&
-                     same_bits(a.resources[i].bytes, b.resources[i].bytes);
-  if (!resources_same) differs.emplace_back("resource bytes or busy times");
-  bool engines_same = a.copy_engines.size() == b.copy_engines.size();
-  for (std::size_t i = 0; engines_same && i < a.copy_engines.size(); ++i)
-    engines_same = a.copy_engines[i].gpu == b.copy_engines[i].gpu &&
-                   same_bits(a.copy_engines[i].busy_time, b.copy_engines[i].busy_time) &&
-                   same_bits(a.copy_engines[i].max_wait, b.copy_engines[i].max_wait);
-  if (!engines_same) differs.emplace_back("copy engines' busy or waiting times");
-  if (a.background_end != b.background_end) differs.emplace_back("background flows' ends");
-  std::size_t ops_differing = a.ops.size() == b.ops.size() ? 0 : a.ops.size();
-  for (std::size_t i = 0; ops_differing == 0 && i < a.ops.size(); ++i)
-    ops_differing += !same_bits(a.ops[i].ready, b.ops[i].ready) ||
-                     !same_bits(a.ops[i].start, b.ops[i].start) ||
-                     !same_bits(a.ops[i].end, b.ops[i].end);
-  if (ops_differing != 0) differs.emplace_back("op times");
-  for (const std::string& d : differs)
+  for (const std::string& d : run_differences(a, b))
     broken.push_back(
         fmt::format("{}: {}, where the reference run must be matched to the bit", what, d));
 }

@@ -14,7 +14,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <iterator>
 #include <numeric>
 #include <string>
@@ -23,6 +22,7 @@
 #include "schedules/generate.hpp"
 #include "schedules/verify.hpp"
 #include "sim/engine.hpp"
+#include "tests/common/run_differences.hpp"
 #include "tests/schedules/fixtures.hpp"
 #include "topology/error.hpp"
 #include "topology/loader.hpp"
@@ -130,8 +130,7 @@ void on_shipped(const Shipped& m, sched::PlanRequest r, sched::RankId p, bool re
   whole.window_ops = 0;
   const sim::Result reference = sim::simulate(m.router, plan, whole);
   const sim::Result as_run = sim::simulate(m.router, r);
-  if (std::memcmp(&reference.time, &as_run.time, sizeof(double)) != 0 ||
-      reference.flows != as_run.flows)
+  if (!test::same_double(reference.time, as_run.time) || reference.flows != as_run.flows)
     broken("run as the command line does: " + seconds(as_run.time) + " against " +
                seconds(reference.time) + " for the whole plan",
            r, p, name);
@@ -139,7 +138,7 @@ void on_shipped(const Shipped& m, sched::PlanRequest r, sched::RankId p, bool re
   listed.run_order = false;
   const sim::Result chunk_by_chunk =
       sim::simulate(m.router, sched::generate(m.router, listed), whole);
-  if (std::memcmp(&reference.time, &chunk_by_chunk.time, sizeof(double)) != 0)
+  if (!test::same_double(reference.time, chunk_by_chunk.time))
     broken("listed chunk by chunk: " + seconds(chunk_by_chunk.time) + " against " +
                seconds(reference.time),
            r, p, name);
