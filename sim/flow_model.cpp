@@ -217,12 +217,8 @@ void FlowModel::start(FlowId f, double bytes, double now) {
   }
   stats_.held += flow.uses.size();
   ++running_;
-  if (const double bound = reservable(flow); bound > 0) {
+  if (const double bound = reservable(flow); bound > 0 && reserve(f, now)) {
     // Alone on every resource: what the slack path below would do, without the lists.
-    for (const Use& use : flow.uses) {
-      res_[use.resource].reserved = f;
-      res_[use.resource].busy_since = now;
-    }
     flow.reserved = true;
     flow.bound = bound;
     new_epoch();
@@ -344,6 +340,22 @@ double FlowModel::reservable(const Flow& flow) const {
   return bound_of(flow);
 }
 
+bool FlowModel::reserve(FlowId f, double now) {
+  const Flow& flow = flows_[f];
+  for (std::size_t u = 0; u < flow.uses.size(); ++u) {
+    Resource& res = res_[flow.uses[u].resource];
+    if (res.reserved == f) {
+      // A resource the flow lists twice: its bound takes one weight only (bound_of()), where the
+      // flow takes both. In the lists, a filling sees both entries.
+      for (std::size_t v = 0; v < u; ++v) res_[flow.uses[v].resource].reserved = kNoFlow;
+      return false;
+    }
+    res.reserved = f;
+    res.busy_since = now;
+  }
+  return true;
+}
+
 void FlowModel::enter(FlowId f) {
   // As start() would have left it: in each list, with its demand; its rate, completion and
   // version stay as they are.
@@ -362,12 +374,21 @@ void FlowModel::enter(FlowId f) {
 
 void FlowModel::set_capacity(ResourceId r, double capacity, double now) {
   enter_reserved(r);
-  // Every flow on r gets a new bound, which changes the demand on its other resources.
-  for (const Entry& e : res_[r].flows) add_demand(flows_[e.flow], -1);
+  // Every flow on r gets a new bound, which changes the demand on its other resources; a flow
+  // that lists r twice has two entries here and changes once.
+  const auto first_entry = [&](const Entry& e) {
+    const Flow& flow = flows_[e.flow];
+    for (std::uint32_t u = 0; u < e.use; ++u)
+      if (flow.uses[u].resource == r) return false;
+    return true;
+  };
+  for (const Entry& e : res_[r].flows)
+    if (first_entry(e)) add_demand(flows_[e.flow], -1);
   res_[r].capacity = capacity;
   seeds_.clear();
   seeds_.push_back(r);
   for (const Entry& e : res_[r].flows) {
+    if (!first_entry(e)) continue;
     Flow& flow = flows_[e.flow];
     flow.bound = bound_of(flow);
     add_demand(flow, +1);

@@ -294,6 +294,8 @@ class FlowModel {
   // else needs it: a start on one of its resources, a capacity change there, a split of tied
   // links. reservable() is the flow's bound if it may reserve, else 0.
   double reservable(const Flow& flow) const;
+  // Reserves the flow's resources as of `now`, or none when it lists one twice.
+  bool reserve(FlowId f, double now);
   void enter(FlowId f);
   void enter_reserved(ResourceId r) {
     if (res_[r].reserved != kNoFlow) enter(res_[r].reserved);

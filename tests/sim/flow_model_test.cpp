@@ -12,6 +12,7 @@
 
 #include "sim/event_queue.hpp"
 #include "tests/common/lcg.hpp"
+#include "tests/common/max_min_reference.hpp"
 
 using namespace collsim;
 using namespace collsim::sim;
@@ -285,7 +286,7 @@ namespace {
 
 using test::Lcg;
 
-using Uses = std::vector<std::pair<ResourceId, double>>;
+using Uses = test::FlowUses;
 
 // 1 to `most` distinct resources of weight 1 to 3, added to flow f of m.
 Uses random_uses(Lcg& next, FlowModel& m, FlowId f, std::size_t resources, std::size_t most) {
@@ -381,50 +382,7 @@ TEST_CASE("departures re-share and keep undisturbed flows' completion times", "[
   CHECK(m.bytes(1) == Approx(5.0));
 }
 
-namespace {
-
-// Weighted max-min fair rates from scratch, every active flow and every limited resource in one
-// problem: the reference the incremental model must agree with.
-std::vector<double> reference_rates(
-    const std::vector<double>& cap,
-    const std::vector<std::vector<std::pair<ResourceId, double>>>& uses,
-    const std::vector<bool>& active) {
-  const std::size_t n = uses.size();
-  std::vector<double> rate(n, kUnlimited);
-  std::vector<bool> frozen(n, false);
-  std::vector<double> left = cap;
-  for (;;) {
-    double best = kUnlimited;
-    std::size_t bottleneck = cap.size();
-    for (std::size_t r = 0; r < cap.size(); ++r) {
-      if (!(cap[r] < kUnlimited)) continue;
-      double weights = 0;
-      for (std::size_t f = 0; f < n; ++f)
-        if (active[f] && !frozen[f])
-          for (const auto& [res, w] : uses[f])
-            if (res == r) weights += w;
-      if (weights == 0) continue;
-      const double share = left[r] > 0 ? left[r] / weights : 0.0;
-      if (share < best) {
-        best = share;
-        bottleneck = r;
-      }
-    }
-    if (bottleneck == cap.size()) break;
-    for (std::size_t f = 0; f < n; ++f) {
-      if (!active[f] || frozen[f]) continue;
-      bool on = false;
-      for (const auto& u : uses[f]) on = on || u.first == bottleneck;
-      if (!on) continue;
-      frozen[f] = true;
-      rate[f] = best;
-      for (const auto& [res, w] : uses[f]) left[res] -= w * best;
-    }
-  }
-  return rate;
-}
-
-}  // namespace
+using test::max_min_rates;
 
 TEST_CASE("incremental sharing equals max-min from scratch after every change", "[sim]") {
   // Arrivals, departures and capacity changes in random order on small fabrics where some
@@ -465,7 +423,7 @@ TEST_CASE("incremental sharing equals max-min from scratch after every change", 
         cap[r] = next(4) == 0 ? kUnlimited : static_cast<double>(next(40));
         m.set_capacity(r, cap[r], now);
       }
-      const auto expected = reference_rates(cap, uses, active);
+      const auto expected = max_min_rates(cap, uses, active);
       for (FlowId f = 0; f < active.size(); ++f) {
         if (!active[f]) continue;
         INFO("trial " << trial << " step " << step << " flow " << f);
@@ -564,7 +522,7 @@ TEST_CASE("a long cascade is followed as a region while the running flows dwarf 
     std::vector<bool> active(uses.size(), true);
     active[0] = false;
     const auto expected =
-        reference_rates(std::vector<double>(cap.begin(), cap.begin() + kChain), uses, active);
+        max_min_rates(std::vector<double>(cap.begin(), cap.begin() + kChain), uses, active);
     std::size_t moved = 0;
     for (FlowId f = 1; f < uses.size(); ++f) {
       INFO("flow " << f);
@@ -643,7 +601,7 @@ TEST_CASE("deferred sharing: each instant's flush gives max-min from scratch", "
       const std::vector<FlowId> flushed = m.rescheduled();
       CHECK(std::set<FlowId>(flushed.begin(), flushed.end()).size() == flushed.size());
       told.insert(flushed.begin(), flushed.end());
-      const auto expected = reference_rates(cap, uses, active);
+      const auto expected = max_min_rates(cap, uses, active);
       for (FlowId f = 0; f < active.size(); ++f) {
         if (!active[f]) continue;
         INFO("trial " << trial << " instant " << instant << " flow " << f);
@@ -805,4 +763,25 @@ TEST_CASE("where progressive filling moves from scans to a heap changes no resul
       }
     }
   }
+}
+
+TEST_CASE("a flow that lists a resource twice takes the share of both uses", "[sim]") {
+  // Found by fuzz_flow_model. The engine's routes never cross a link twice, but the model
+  // promises that a flow may list a resource twice. Alone, such a flow reserved its resources at
+  // the bound of one use (253 / 1 instead of 253 / 1.5), and a capacity change counted its
+  // demand once for each of its entries, so that the next flow on the resource found it slack.
+  FlowModel m;
+  m.reset({253.0});
+  const FlowId f = start_flow(m, {{0, 1.0}, {0, 0.5}}, 1e6, 0);
+  CHECK(m.rate(f) == Approx(253.0 / 1.5));
+  CHECK(m.load(0) == Approx(253.0));
+  m.set_capacity(0, 1.0, 0);
+  CHECK(m.rate(f) == Approx(1.0 / 1.5));
+  const FlowId g = start_flow(m, {{0, 3.0}}, 1e6, 0);
+  CHECK(m.rate(f) == Approx(1.0 / 4.5));
+  CHECK(m.rate(g) == Approx(1.0 / 4.5));
+  CHECK(m.load(0) == Approx(1.0));
+  m.release(g, 1.0, false);
+  m.release(f, 2.0, false);
+  CHECK(m.busy_time(0, 3.0) == 2.0);  // one flow on it from 0 to 2 s, counted once
 }
