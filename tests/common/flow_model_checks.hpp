@@ -11,9 +11,12 @@
 //   scratch (max_min_reference.hpp) to 1e-9 relative, the margin the model's own checks allow;
 // - no resource carries more than its capacity, a stalled flow never completes and a running
 //   one completes no earlier than now;
-// - every flow whose completion time changed, or that started, was rescheduled;
+// - every flow whose completion time changed, or that started, was rescheduled, and every
+//   limited resource whose load changed was reported to observers (FlowModel::touched());
 // - each resource's bytes are those of the flows that left it (their bytes if completed, the
 //   rates integrated over time if withdrawn), and its busy time the time some flow was on it.
+// Tied links are untied now and then (FlowModel::split_tied), as the engine does when a new
+// route separates two links that every route before crossed together.
 // Without Catch2: the choices come from a fuzzer's input (tests/fuzz/fuzz_flow_model.cpp) or
 // from a fixed sequence (tests/sim/flow_model_checks_test.cpp).
 #include <fmt/format.h>
@@ -50,7 +53,7 @@ class FlowModelReplay {
   std::vector<std::string> run(std::size_t max_steps) {
     set_up();
     for (step_ = 0; step_ < max_steps && !choose_.exhausted() && out_.empty(); ++step_) {
-      switch (choose_.below(9)) {
+      switch (choose_.below(10)) {
         case 0:
         case 1:
         case 2:
@@ -68,6 +71,9 @@ class FlowModelReplay {
           break;
         case 7:
           advance(kSteps[choose_.below(kSteps.size())] * (1 + choose_.below(4)));
+          break;
+        case 8:
+          split();
           break;
         default:
           if (deferred_) sync();  // the end of an instant with no time passing
@@ -107,16 +113,20 @@ class FlowModelReplay {
     deferred_ = choose_.below(2) == 1;
     few_values_ = choose_.below(2) == 1;
     // Mostly a small fabric; now and then one large enough for sets past the heap's threshold.
-    const std::size_t resources =
-        choose_.below(8) == 0 ? 200 + choose_.below(200) : 1 + choose_.below(24);
+    ordinary_ = choose_.below(8) == 0 ? 200 + choose_.below(200) : 1 + choose_.below(24);
+    // Then a few links tied to others until split() unties them (sim/tied_links.hpp): no flow
+    // names them before, and each has at least the capacity of the one it leaves.
+    const std::size_t resources = ordinary_ + choose_.below(4);
     capacity_.resize(resources);
     for (double& c : capacity_) c = pick_capacity(false);
+    for (std::size_t r = ordinary_; r < resources; ++r) capacity_[r] = 1000.0 + choose_.below(2);
     for (sim::FlowModel* m : models()) {
       m->reset(capacity_);
       m->set_deferred(deferred_);
     }
     exact_.reserve_alone(false);
     exact_.heap_above(0);
+    exact_.report_touched(true);
     components_.local_regions(false);
     regions_.whole_instant_below(0);
     script_.push_back(fmt::format("{} resources, capacities {}{}", resources,
@@ -125,6 +135,9 @@ class FlowModelReplay {
     present_.assign(resources, 0);
     busy_since_.assign(resources, 0.0);
     busy_total_.assign(resources, 0.0);
+    split_.assign(resources, false);
+    touched_.assign(resources, false);
+    load_.assign(resources, 0.0);
   }
 
   std::string where() const {
@@ -140,9 +153,12 @@ class FlowModelReplay {
     return rs;
   }
 
+  // After every call: what the default model rescheduled and what the exact variant, which
+  // reports them, says it loaded.
   void note_rescheduled() {
     for (sim::FlowId f : main_.rescheduled())
       if (f < told_.size()) told_[f] = true;
+    for (sim::ResourceId r : exact_.touched()) touched_[r] = true;
   }
 
   void start() {
@@ -168,7 +184,7 @@ class FlowModelReplay {
     uses_[f].clear();
     const std::uint32_t n = 1 + choose_.below(8);  // past the six a flow record holds
     for (std::uint32_t i = 0; i < n; ++i) {
-      const auto r = static_cast<sim::ResourceId>(choose_.below(capacity_.size()));
+      const auto r = static_cast<sim::ResourceId>(choose_.below(ordinary_));
       const double w = kWeights[choose_.below(kWeights.size())];
       uses_[f].emplace_back(r, w);
       for (sim::FlowModel* m : models()) m->add_use(f, r, w);
@@ -272,11 +288,37 @@ class FlowModelReplay {
 
   void change_capacity() {
     if (!sync()) return;  // the engine flushes the instant's arrivals and departures first
-    const auto r = static_cast<sim::ResourceId>(choose_.below(capacity_.size()));
+    auto r = static_cast<sim::ResourceId>(choose_.below(capacity_.size()));
+    if (r >= ordinary_ && !split_[r]) r = static_cast<sim::ResourceId>(choose_.below(ordinary_));
     capacity_[r] = pick_capacity(true);
     script_.push_back(fmt::format("t = {}: resource {} gets capacity {}", now_, r, capacity_[r]));
     for (sim::FlowModel* m : models()) m->set_capacity(r, capacity_[r], now_);
     note_rescheduled();
+  }
+
+  // A tied link becomes a resource of its own, with the flows, bytes and busy time of the one it
+  // was tied to; no rate changes. (An observer unties every link, so no split is reported.)
+  void split() {
+    std::vector<sim::ResourceId> spare;
+    for (std::size_t r = ordinary_; r < capacity_.size(); ++r)
+      if (!split_[r]) spare.push_back(static_cast<sim::ResourceId>(r));
+    if (spare.empty()) return;
+    const sim::ResourceId tied = spare[choose_.below(spare.size())];
+    const auto from = static_cast<sim::ResourceId>(choose_.below(ordinary_));
+    if (capacity_[from] > capacity_[tied]) return;
+    script_.push_back(fmt::format("t = {}: link {} is untied from {}", now_, tied, from));
+    for (sim::FlowModel* m : models()) m->split_tied(from, tied);
+    split_[tied] = true;
+    for (sim::FlowId f : running()) {
+      const std::size_t n = uses_[f].size();
+      for (std::size_t u = 0; u < n; ++u)
+        if (uses_[f][u].first == from) uses_[f].emplace_back(tied, uses_[f][u].second);
+    }
+    expected_bytes_[tied] = expected_bytes_[from];
+    present_[tied] = present_[from];
+    busy_since_[tied] = busy_since_[from];
+    busy_total_[tied] = busy_total_[from];
+    touched_[tied] = true;
   }
 
   static bool close(double a, double b) {
@@ -341,6 +383,15 @@ class FlowModelReplay {
       if (!close(main_.busy_time(r, now_), busy))
         out_.push_back(fmt::format("{}: resource {} was busy {} s, its flows {} s", where(), r,
                                    main_.busy_time(r, now_), busy));
+      // Observers are told of every limited resource whose load changed (a reordered sum may
+      // move in its last bits without a change: those are told anyway).
+      const double load = exact_.load(r);
+      if (capacity_[r] < kUnlimited && !touched_[r] && load != load_[r] &&
+          std::abs(load - load_[r]) > 1e-12 * std::max(load, load_[r]))
+        out_.push_back(fmt::format("{}: resource {} went from a load of {} to {} untold", where(),
+                                   r, load_[r], load));
+      load_[r] = load;
+      touched_[r] = false;
     }
     return out_.empty();
   }
@@ -363,6 +414,10 @@ class FlowModelReplay {
   std::vector<std::uint32_t> present_;  // flows with bytes on it, by resource
   std::vector<double> busy_since_;
   std::vector<double> busy_total_;
+  std::size_t ordinary_ = 0;   // resources that flows pick; the rest are tied links
+  std::vector<bool> split_;    // a tied link untied, by resource
+  std::vector<bool> touched_;  // told of since the last check, by resource
+  std::vector<double> load_;   // its load at the last check, by resource
   std::vector<std::string> out_;
   std::vector<std::string> script_;
 };

@@ -37,6 +37,7 @@ TEST_CASE("flow models agree with each other and with max-min from scratch", "[s
     const auto differences = replay.run(400);
     INFO("seed " << seed);
     for (const auto& line : replay.script()) UNSCOPED_INFO(line);
+    for (const auto& line : differences) UNSCOPED_INFO(line);
     REQUIRE(differences.empty());
     regions += replay.stats().regions;
     refills += replay.stats().refills;
