@@ -217,7 +217,7 @@ void FlowModel::start(FlowId f, double bytes, double now) {
   }
   stats_.held += flow.uses.size();
   ++running_;
-  if (const double bound = reservable(flow); bound > 0 && reserve(f, now)) {
+  if (const double bound = reserve(f, now); bound > 0) {
     // Alone on every resource: what the slack path below would do, without the lists.
     flow.reserved = true;
     flow.bound = bound;
@@ -329,31 +329,26 @@ void FlowModel::release(FlowId f, double now, bool completed) {
   free_.push_back(f);
 }
 
-double FlowModel::reservable(const Flow& flow) const {
+double FlowModel::reserve(FlowId f, double now) {
   // Observers are told of every resource whose load changed, which reservations skip.
   if (!reserve_ || report_touched_) return 0;
-  for (const Use& use : flow.uses) {
-    const Resource& res = res_[use.resource];
-    if (!res.flows.empty() || res.reserved != kNoFlow) return 0;
-  }
-  // 0 for a stalled flow (a resource without bandwidth): it takes the ordinary path.
-  return bound_of(flow);
-}
-
-bool FlowModel::reserve(FlowId f, double now) {
   const Flow& flow = flows_[f];
-  for (std::size_t u = 0; u < flow.uses.size(); ++u) {
-    Resource& res = res_[flow.uses[u].resource];
-    if (res.reserved == f) {
-      // A resource the flow lists twice: its bound takes one weight only (bound_of()), where the
-      // flow takes both. In the lists, a filling sees both entries.
-      for (std::size_t v = 0; v < u; ++v) res_[flow.uses[v].resource].reserved = kNoFlow;
-      return false;
-    }
+  double bound = kUnlimited;  // bound_of(), in the same order
+  std::size_t u = 0;
+  for (; u < flow.uses.size(); ++u) {
+    const Use& use = flow.uses[u];
+    Resource& res = res_[use.resource];
+    // A resource held by another flow, or one this flow lists twice, whose bound would take one
+    // weight only where the flow takes both: in the lists, a filling sees both entries.
+    if (!res.flows.empty() || res.reserved != kNoFlow) break;
     res.reserved = f;
     res.busy_since = now;
+    if (res.capacity < kUnlimited) bound = std::min(bound, res.capacity / use.weight);
   }
-  return true;
+  // A stalled flow (a resource without bandwidth) takes the ordinary path too.
+  if (u == flow.uses.size() && bound > 0) return bound;
+  for (std::size_t v = 0; v < u; ++v) res_[flow.uses[v].resource].reserved = kNoFlow;
+  return 0;
 }
 
 void FlowModel::enter(FlowId f) {

@@ -110,7 +110,7 @@ class FlowModel {
   // Off: arrivals and departures re-share their whole component, as capacity changes do (for
   // tests and measurements that compare the two; the rates agree to 1e-9).
   void local_regions(bool on) { local_ = on; }
-  // Off: a flow alone on its resources joins their lists like any other (see reservable()), for
+  // Off: a flow alone on its resources joins their lists like any other (see reserve()), for
   // tests that compare the two; the same rates, times, bytes and busy times to the bit.
   void reserve_alone(bool on) { reserve_ = on; }
   // Progressive filling moves a set of more than `n` resources from scans to a heap after its
@@ -186,7 +186,7 @@ class FlowModel {
     bool active = false;
     bool scheduled = false;
     bool frozen = false;
-    bool reserved = false;  // running alone, out of its resources' lists (reservable())
+    bool reserved = false;  // running alone, out of its resources' lists (reserve())
     // Already in flush()'s list of rescheduled flows. Here, not in an array by flow id: the
     // record is in the cache when the flag is read, and at 100,000 GPUs that array was not.
     bool listed = false;
@@ -223,7 +223,7 @@ class FlowModel {
     std::uint32_t stamp = 0;
     // Its position in the set being filled, where fair_ and share_ keep its filling's state.
     std::uint32_t local = 0;
-    FlowId reserved = kNoFlow;  // the flow running alone on it, out of its list (reservable())
+    FlowId reserved = kNoFlow;  // the flow running alone on it, out of its list (reserve())
     EntryList flows;            // its header ends the first line, its inline entries the second
   };
   static_assert(sizeof(Resource) == 128, "two cache lines");
@@ -292,10 +292,9 @@ class FlowModel {
   // another starts on one of them, so it reserves them instead of joining their lists and
   // adding to their demand, and enter() puts it there, as of its start, the moment anything
   // else needs it: a start on one of its resources, a capacity change there, a split of tied
-  // links. reservable() is the flow's bound if it may reserve, else 0.
-  double reservable(const Flow& flow) const;
-  // Reserves the flow's resources as of `now`, or none when it lists one twice.
-  bool reserve(FlowId f, double now);
+  // links. reserve() reserves the flow's resources as of `now` and returns its bound where it
+  // may, else returns 0 and reserves nothing.
+  double reserve(FlowId f, double now);
   void enter(FlowId f);
   void enter_reserved(ResourceId r) {
     if (res_[r].reserved != kNoFlow) enter(res_[r].reserved);
