@@ -48,11 +48,13 @@ class FlowModelReplay {
  public:
   explicit FlowModelReplay(FlowChoices& choose) : choose_(choose) {}
 
-  // Runs up to `max_steps` changes (or until the choices run out); the differences found, in
-  // order, the replay stopping at the first point that has any.
+  // Runs up to `max_steps` changes (or until the choices run out, or the checks have cost about
+  // kMaxWork steps of the reference's scans); the differences found, in order, the replay
+  // stopping at the first point that has any.
   std::vector<std::string> run(std::size_t max_steps) {
     set_up();
-    for (step_ = 0; step_ < max_steps && !choose_.exhausted() && out_.empty(); ++step_) {
+    for (step_ = 0; step_ < max_steps && !choose_.exhausted() && out_.empty() && work_ < kMaxWork;
+         ++step_) {
       switch (choose_.below(10)) {
         case 0:
         case 1:
@@ -91,6 +93,9 @@ class FlowModelReplay {
 
  private:
   static constexpr double kTolerance = 1e-9;
+  // A fuzzer's input must take well under a second under the sanitizers: the reference's scans
+  // over 400 resources after each of thousands of changes took 20 s.
+  static constexpr std::uint64_t kMaxWork = 20'000'000;
   static constexpr std::array<double, 5> kSteps{0.0, 1e-6, 1e-4, 1e-2, 1.0};
   static constexpr std::array<double, 6> kWeights{1.0, 1.0, 2.0, 3.0, 0.5, 1.5};
 
@@ -336,6 +341,9 @@ class FlowModelReplay {
       note_rescheduled();
     }
     const std::vector<sim::FlowId> ids = running();
+    // The reference scans every resource once per level it freezes, and there are at most as
+    // many levels as running flows.
+    work_ += capacity_.size() * (std::min(capacity_.size(), ids.size()) + 1);
     const std::vector<double> expected = max_min_rates(capacity_, uses_, active_);
     for (sim::FlowId f : ids) {
       const double rate = main_.rate(f);
@@ -401,6 +409,7 @@ class FlowModelReplay {
   bool deferred_ = false;
   bool few_values_ = false;
   std::size_t step_ = 0;
+  std::uint64_t work_ = 0;
   double now_ = 0;
   std::vector<double> capacity_;
   std::vector<FlowUses> uses_;          // by flow id
