@@ -31,22 +31,15 @@
 #include <vector>
 
 #include "sim/flow_model.hpp"
+#include "tests/common/choices.hpp"
 #include "tests/common/max_min_reference.hpp"
 #include "tests/common/run_differences.hpp"
 
 namespace collsim::test {
 
-// Where the replay's decisions come from.
-class FlowChoices {
- public:
-  virtual ~FlowChoices() = default;
-  virtual std::uint32_t below(std::uint32_t n) = 0;  // in [0, n); 0 once exhausted
-  virtual bool exhausted() const = 0;
-};
-
 class FlowModelReplay {
  public:
-  explicit FlowModelReplay(FlowChoices& choose) : choose_(choose) {}
+  explicit FlowModelReplay(Choices& choose) : choose_(choose) {}
 
   // Runs up to `max_steps` changes (or until the choices run out, or the checks have cost about
   // kMaxWork steps of the reference's scans); the differences found, in order, the replay
@@ -404,7 +397,7 @@ class FlowModelReplay {
     return out_.empty();
   }
 
-  FlowChoices& choose_;
+  Choices& choose_;
   sim::FlowModel main_, exact_, components_, regions_;
   bool deferred_ = false;
   bool few_values_ = false;

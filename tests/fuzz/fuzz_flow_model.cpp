@@ -4,32 +4,15 @@
 // options promise it, and with max-min fairness from scratch to 1e-9. The test suite replays the
 // same checks on fixed sequences (tests/sim/flow_model_checks_test.cpp); this one walks what they
 // do not reach: long cascades, ties, stalls, sets past the heap's threshold.
-#include <fuzzer/FuzzedDataProvider.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
 #include "tests/common/flow_model_checks.hpp"
-
-namespace {
-
-class FuzzedChoices final : public collsim::test::FlowChoices {
- public:
-  FuzzedChoices(const std::uint8_t* data, std::size_t size) : in_(data, size) {}
-  std::uint32_t below(std::uint32_t n) override {
-    return n <= 1 ? 0 : in_.ConsumeIntegralInRange<std::uint32_t>(0, n - 1);
-  }
-  bool exhausted() const override { return in_.remaining_bytes() == 0; }
-
- private:
-  mutable FuzzedDataProvider in_;  // remaining_bytes() is not const
-};
-
-}  // namespace
+#include "tests/fuzz/fuzzed_choices.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  FuzzedChoices choices(data, size);
+  collsim::test::FuzzedChoices choices(data, size);
   collsim::test::FlowModelReplay replay(choices);
   const auto differences = replay.run(4000);
   if (!differences.empty()) {

@@ -5,34 +5,14 @@
 
 #include <catch2/catch.hpp>
 
-#include "tests/common/lcg.hpp"
-
 using namespace collsim;
-
-namespace {
-
-// Choices from a fixed sequence; the first ones set the replay up (deferred or not, few or many
-// distinct capacities, the fabric's size), as a fuzzer's first bytes do.
-class SequenceChoices final : public test::FlowChoices {
- public:
-  explicit SequenceChoices(std::uint64_t seed) : next_{seed} {}
-  std::uint32_t below(std::uint32_t n) override {
-    return n <= 1 ? 0 : static_cast<std::uint32_t>(next_(n));
-  }
-  bool exhausted() const override { return false; }
-
- private:
-  test::Lcg next_;
-};
-
-}  // namespace
 
 TEST_CASE("flow models agree with each other and with max-min from scratch", "[sim]") {
   std::uint64_t regions = 0;
   std::uint64_t refills = 0;
   std::uint64_t fallbacks = 0;
   for (std::uint64_t seed = 1; seed <= 150; ++seed) {
-    SequenceChoices choices(seed * 7919);
+    test::SequenceChoices choices(seed * 7919);
     test::FlowModelReplay replay(choices);
     const auto differences = replay.run(400);
     INFO("seed " << seed);
