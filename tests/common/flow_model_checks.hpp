@@ -71,7 +71,14 @@ class FlowModelReplay {
           split();
           break;
         default:
-          if (deferred_) sync();  // the end of an instant with no time passing
+          if (!deferred_ || !sync()) break;  // the end of an instant with no time passing
+          if (choose_.below(8) == 0) {
+            // As the engine does once copies may queue for copy engines: every change from now
+            // on is re-shared as it comes.
+            script_.push_back(fmt::format("t = {}: changes are no longer deferred", now_));
+            for (sim::FlowModel* m : models()) m->set_deferred(false);
+            deferred_ = false;
+          }
           break;
       }
       if (!deferred_) sync();
