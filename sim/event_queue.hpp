@@ -242,8 +242,10 @@ class EventQueue {
     const Event* events_ = nullptr;
     std::size_t n_ = 0;
   };
-  // The front holds at least kFrontLow events while the queue does (fewer only when that is
-  // all there is), so a lookahead reaches at least kFrontLow - 1 places.
+  // After a pop or a sweep the front holds at least kFrontLow events while the queue does (fewer
+  // only when that is all there is), so a lookahead then reaches at least kFrontLow - 1 places.
+  // Pushes in between may leave it shorter: one onto a front of fewer events goes to a bucket or
+  // a lane when it comes after them.
   Lookahead lookahead() const {
     Lookahead l;
     l.events_ = front_.data() + front_head_;

@@ -3,14 +3,16 @@
 // (sim/event_queue.hpp) beside the keyed heap of moved completions (sim/keyed_heap.hpp), merged
 // as the engine merges them (Engine::next_event), and lists where they part from a sorted map of
 // (time, sequence): every pop must give the map's earliest event with its id, kind and version;
-// sizes, sequence numbers, next_time(), front_before() and the lookahead must agree with it; a
-// sweep must drop exactly the events it names. Delays come from a palette of more than
+// sizes, sequence numbers, next_time(), front_before() and the lookahead must agree with it, the
+// lookahead reaching the engine's prefetching stages after each pop and sweep; a sweep must drop
+// exactly the events it names. Delays come from a palette of more than
 // EventQueue::kMaxLanes values, some of them a few ulps apart, so that lanes are bound, run out
 // and are reused, and times tie or nearly tie. Without Catch2: the choices come from a fuzzer's
 // input (tests/fuzz/fuzz_event_queue.cpp) or from a fixed sequence
 // (tests/sim/event_queue_checks_test.cpp).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -168,6 +170,7 @@ class EventQueueReplay {
       const sim::Event e = queue_.pop();
       got = Key{e.time_bits, e.seq_kind >> 8};
       value = Value{e.id, e.kind(), e.version, false};
+      check_reach("a pop");
     }
     const Value& want = expected->second;
     if (got != expected->first || value.id != want.id || value.kind != want.kind ||
@@ -194,6 +197,19 @@ class EventQueueReplay {
     queue_.remove_if([&](const sim::Event& e) { return stale(e.id); });
     std::erase_if(reference_,
                   [&](const auto& entry) { return !entry.second.moved && stale(entry.second.id); });
+    check_reach("a sweep");
+  }
+
+  // After a pop or a sweep the lookahead reaches the engine's prefetching stages, or every
+  // event there is.
+  void check_reach(const char* after) {
+    const std::size_t want =
+        std::min(queue_.size(), std::size_t{sim::EventQueue::kLookaheadReach + 1});
+    std::uint32_t id = 0;
+    sim::EventKind kind{};
+    if (want > 0 && !queue_.lookahead().at(want - 1, id, kind))
+      fail(fmt::format("after {} the lookahead reaches fewer than {} of the queue's {} events",
+                       after, want, queue_.size()));
   }
 
   void look() {
