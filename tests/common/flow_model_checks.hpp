@@ -9,8 +9,9 @@
 // - the rates of the default model, of one that re-shares whole components, and (deferred) of
 //   one that re-shares every instant by regions must be the max-min fair ones computed from
 //   scratch (max_min_reference.hpp) to 1e-9 relative, the margin the model's own checks allow;
-// - no resource carries more than its capacity, a stalled flow never completes and a running
-//   one completes no earlier than now;
+// - no resource carries more than its capacity, a stalled flow never completes, a running one
+//   completes no earlier than now, and a flow completes when its rates, integrated over time,
+//   have drained its bytes;
 // - every flow whose completion time changed, or that started, was rescheduled, and every
 //   limited resource whose load changed was reported to observers (FlowModel::touched());
 // - each resource's bytes are those of the flows that left it (their bytes if completed, the
@@ -281,8 +282,16 @@ class FlowModelReplay {
       return;
     }
     move_to(t);
-    for (sim::FlowId f : running())
-      if (main_.finish_time(f) == t) leave(f, true);
+    for (sim::FlowId f : running()) {
+      if (main_.finish_time(f) != t) continue;
+      // A flow ends when its rates, integrated over time, have drained its bytes (one that
+      // crosses no limited resource drains them at once).
+      if (main_.rate(f) < kUnlimited && !close(drained_[f], bytes_[f]) &&
+          std::abs(drained_[f] - bytes_[f]) > 1e-6)
+        out_.push_back(fmt::format("{}: flow {} of {} bytes completes having drained {}", where(),
+                                   f, bytes_[f], drained_[f]));
+      leave(f, true);
+    }
   }
 
   void complete_next() {
