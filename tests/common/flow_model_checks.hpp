@@ -3,9 +3,9 @@
 // models set up in different ways, and lists where they part from each other or from max-min
 // fairness. At every point where rates hold (after each change, or after each flush when
 // arrivals and departures are deferred to the end of their instant, as the engine runs them):
-// - the model as the engine runs it (the defaults) and one without reservations and with the
-//   heap from the first set past its scan rounds must agree to the bit: rates, completion times,
-//   and every resource's bytes and busy time;
+// - the model as the engine runs it (the defaults) and one without reservations, with the heap
+//   from the first set past its scan rounds and reporting what it loads must agree to the bit:
+//   rates, completion times, and every resource's bytes and busy time;
 // - the rates of the default model, of one that re-shares whole components, and (deferred) of
 //   one that re-shares every instant by regions must be the max-min fair ones computed from
 //   scratch (max_min_reference.hpp) to 1e-9 relative, the margin the model's own checks allow;
