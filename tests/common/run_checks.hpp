@@ -13,6 +13,7 @@
 #include "schedules/plan.hpp"
 #include "sim/engine.hpp"
 #include "tests/common/run_differences.hpp"
+#include "tests/common/scaled_runs.hpp"
 #include "topology/error.hpp"
 #include "topology/loader.hpp"
 #include "topology/routing.hpp"
@@ -128,9 +129,12 @@ inline void add_disturbance(sim::Options& o, const topo::Topology& t, std::uint6
 // Runs `plan` on `router` with `reference` (record_ops on, every op registered at the start: the
 // reference run), then again with each fast path switched, one at a time: prefetching, windows
 // and tied links, which the engine documents as exact, and regions, whose rates are the same
-// to 1e-9 only. A plan the engine refuses (InputError) is not a finding: it returns ran = false.
+// to 1e-9 only; and on each of `scaled`, the router's machine in other units
+// (tests/common/scaled_runs.hpp), which must give the reference run in those units to the bit.
+// A plan the engine refuses (InputError) is not a finding: it returns ran = false.
 inline RunChecks check_runs(const topo::Router& router, const sched::Plan& plan,
-                            sim::Options reference = {}) {
+                            sim::Options reference = {},
+                            const std::vector<const ScaledMachine*>& scaled = {}) {
   using run_checks_detail::check_same;
   RunChecks out;
   reference.record_ops = true;
@@ -180,6 +184,10 @@ inline RunChecks check_runs(const topo::Router& router, const sched::Plan& plan,
     out.broken.push_back(fmt::format("components: stopped {} after {} events, against {} after {}",
                                      sim::to_string(components.stop), components.events,
                                      sim::to_string(base.stop), base.events));
+  for (const ScaledMachine* machine : scaled)
+    for (const std::string& d : scaled_run_differences(*machine, plan, reference, base))
+      out.broken.push_back(fmt::format("{} times the bytes in {} times the time: {}",
+                                       machine->scale.bytes, machine->scale.time, d));
   return out;
 }
 

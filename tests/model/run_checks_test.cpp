@@ -23,6 +23,15 @@ const topo::Topology& checked() {
   return t;
 }
 
+// The checked machine in the units of test::kTwiceTheBytes and test::kTwiceTheTime, as the fuzz
+// target runs every plan on them too.
+const std::vector<const test::ScaledMachine*>& scalings() {
+  static const test::ScaledMachine bytes(checked(), test::kTwiceTheBytes);
+  static const test::ScaledMachine time(checked(), test::kTwiceTheTime);
+  static const std::vector<const test::ScaledMachine*> both = {&bytes, &time};
+  return both;
+}
+
 std::string broken_lines(const test::RunChecks& c) {
   std::string s;
   for (const std::string& line : c.broken) s += line + "\n";
@@ -42,7 +51,7 @@ TEST_CASE("the fuzz seeds run with every run property", "[model][run_checks]") {
       test::bind_ranks(plan, checked());
       sim::Options o;  // as the fuzz target runs it
       test::add_disturbance(o, checked(), plan.size);
-      const test::RunChecks c = test::check_runs(router, plan, o);
+      const test::RunChecks c = test::check_runs(router, plan, o, scalings());
       INFO(entry.path().string() << "\n" << broken_lines(c));
       CHECK(c.broken.empty());
       ran += c.ran;
@@ -79,7 +88,7 @@ TEST_CASE("every algorithm's plans run with every run property", "[model][run_ch
         for (std::uint64_t disturbance = 0; disturbance < 4; ++disturbance) {
           sim::Options o;
           test::add_disturbance(o, checked(), 4 * runs++ + disturbance);
-          const test::RunChecks checks = test::check_runs(router, plan, o);
+          const test::RunChecks checks = test::check_runs(router, plan, o, scalings());
           INFO(fmt::format("{} {} on {} ranks, disturbance {}\n{}", to_string(c), to_string(a),
                            ranks, disturbance, broken_lines(checks)));
           CHECK(checks.ran);
@@ -113,4 +122,34 @@ TEST_CASE("the run checks find times out of the plan's order", "[model][run_chec
   moved.ops.front().end = std::nextafter(moved.ops.front().end, 1.0);
   test::run_checks_detail::check_same("moved", good, moved, broken);
   CHECK(broken.size() == 1);
+}
+
+TEST_CASE("the scaled runs find a duration or a size left in the old units",
+          "[model][run_checks]") {
+  const topo::Router router(checked());
+  PlanRequest req;
+  req.algorithm = Algorithm::ring;
+  req.size = test::MiB;
+  req.chunks = 2;
+  req.ranks = {checked().gpus()[0], checked().gpus()[1], checked().gpus()[12]};
+  const Plan plan = generate(router, req);
+  sim::Options o;
+  o.record_ops = true;
+  o.window_ops = 0;
+  const sim::Result base = sim::simulate(router, plan, o);
+  for (const test::ScaledMachine* machine : scalings())
+    CHECK(test::scaled_run_differences(*machine, plan, o, base).empty());
+  // A link latency the scaling missed: the same routes (every latency only grows), later ends.
+  test::ScaledMachine latency(checked(), test::kTwiceTheTime);
+  const topo::Route& route = router.route(checked().gpus()[1], checked().gpus()[12]);
+  latency.topology.link(route.links.front()).latency *= 1.5;
+  CHECK(!test::scaled_run_differences(latency, plan, o, base).empty());
+  // A bandwidth the scaling missed.
+  test::ScaledMachine bandwidth(checked(), test::kTwiceTheBytes);
+  bandwidth.topology.link(route.links.back()).bandwidth /= 2;
+  CHECK(!test::scaled_run_differences(bandwidth, plan, o, base).empty());
+  // A result one ulp off in one op's start.
+  sim::Result moved = base;
+  moved.ops.back().start = std::nextafter(moved.ops.back().start, 1.0);
+  CHECK(test::scaled_differences(base, moved, test::Scale{}).size() == 1);
 }
