@@ -4,8 +4,10 @@
 // the size splits evenly (even_unit), the engine must take the closed form's time to 1e-9. On a
 // shipped machine, the run made the command line's way (streamed where it can be) and the plan
 // listed chunk by chunk must take the whole plan's time to the bit, and one rank per orbit
-// that of every rank to 1e-9. The checks of tests/model and tests/schedules cover a grid of
-// sizes and chunk counts; this one walks the space between.
+// that of every rank to 1e-9; both runs with every duration doubled and every bandwidth halved
+// must give their results in those units to the bit (tests/common/scaled_runs.hpp). The checks of
+// tests/model and tests/schedules cover a grid of sizes and chunk counts; this one walks the space
+// between.
 #include <fmt/format.h>
 #include <fuzzer/FuzzedDataProvider.h>
 
@@ -23,6 +25,7 @@
 #include "schedules/verify.hpp"
 #include "sim/engine.hpp"
 #include "tests/common/run_differences.hpp"
+#include "tests/common/scaled_runs.hpp"
 #include "tests/schedules/fixtures.hpp"
 #include "topology/error.hpp"
 #include "topology/loader.hpp"
@@ -107,10 +110,22 @@ void on_uniform(sched::PlanRequest r, sched::RankId p, const sched::UniformCosts
 struct Shipped {
   topo::Topology topology;
   topo::Router router;
+  test::ScaledMachine slower;  // twice every duration, half every bandwidth
   explicit Shipped(const char* file, bool ecmp)
       : topology(topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/" + file)),
-        router(topology, topo::RoutingOptions{.ecmp = ecmp}) {}
+        router(topology, topo::RoutingOptions{.ecmp = ecmp}),
+        slower(topology, test::kTwiceTheTime, topo::RoutingOptions{.ecmp = ecmp}) {}
 };
+
+// `slower` must be `run` with every time doubled, to the bit.
+void check_slower(const sim::Result& run, const sim::Result& slower, const char* what,
+                  const sched::PlanRequest& r, sched::RankId p, const std::string& machine) {
+  const std::vector<std::string> d = test::scaled_differences(run, slower, test::kTwiceTheTime);
+  if (!d.empty())
+    broken(
+        std::string(what) + " with every duration doubled and every bandwidth halved: " + d.front(),
+        r, p, machine);
+}
 
 // The request on the first p GPUs of a shipped machine (in reverse order when `reversed`).
 void on_shipped(const Shipped& m, sched::PlanRequest r, sched::RankId p, bool reversed) {
@@ -134,6 +149,8 @@ void on_shipped(const Shipped& m, sched::PlanRequest r, sched::RankId p, bool re
     broken("run as the command line does: " + seconds(as_run.time) + " against " +
                seconds(reference.time) + " for the whole plan",
            r, p, name);
+  check_slower(as_run, sim::simulate(m.slower.router, r), "run as the command line does", r, p,
+               name);
   sched::PlanRequest listed = r;
   listed.run_order = false;
   const sim::Result chunk_by_chunk =
@@ -149,6 +166,9 @@ void on_shipped(const Shipped& m, sched::PlanRequest r, sched::RankId p, bool re
     broken("one rank per orbit of " + std::to_string(orbit.rotation) + ": " + seconds(orbit.time) +
                " against " + seconds(reference.time),
            r, p, name);
+  if (orbit.rotation != 0)
+    check_slower(orbit, sim::simulate(m.slower.router, r, symmetric), "one rank per orbit", r, p,
+                 name);
 }
 
 }  // namespace
