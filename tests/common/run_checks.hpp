@@ -12,6 +12,7 @@
 
 #include "schedules/plan.hpp"
 #include "sim/engine.hpp"
+#include "tests/common/cost_checks.hpp"
 #include "tests/common/run_differences.hpp"
 #include "tests/common/scaled_runs.hpp"
 #include "topology/error.hpp"
@@ -151,6 +152,7 @@ inline RunChecks check_runs(const topo::Router& router, const sched::Plan& plan,
   }
   out.ran = true;
   run_checks_detail::check_order(plan, base, out.broken);
+  check_costs(router, plan, reference, base, out.broken);
   const auto variant = [&](const char* what, auto&& change) {
     sim::Options o = reference;
     change(o);

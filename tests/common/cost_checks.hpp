@@ -1,0 +1,284 @@
+#pragma once
+// What a run's recorded times and loads must be under the cost model's rules
+// (docs/cost-model.md, "When an op runs" and "Flows and bandwidth sharing"), computed from the
+// plan, the topology and the run's own op times, independently of how the engine got them:
+//
+// - an op is ready exactly when the last op before it (dependency or stream predecessor) has
+//   ended, plus its GPU's event latency where that op's work ran on another (rank, stream);
+// - a transfer starts exactly when both its ends are ready; a reduction, a compute, a delay and
+//   a host memcpy at once; a copy on a GPU of unlimited copy engines at once;
+// - a compute or delay ends exactly its seconds after it starts; no other op ends sooner than it
+//   would alone on the fabric (latencies, then its bytes at the narrowest bandwidth it crosses);
+// - on a GPU of c copy engines, at most c copies run at once, copies start in the order they
+//   became ready (lowest op id first among equals), and a copy waits only while all c engines
+//   are busy;
+// - every limited resource carries the bytes of the flows that cross it, times their weights,
+//   and never more than its capacity over the time it was busy.
+//
+// Exact where the model's arithmetic is a maximum or one sum (ready and start times, compute
+// ends); to 1e-9 relative where it integrates rates. Without Catch2, like run_checks.hpp,
+// which runs these on the reference run of every plan it checks.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "schedules/plan.hpp"
+#include "sim/engine.hpp"
+#include "sim/resources.hpp"
+#include "tests/common/run_differences.hpp"
+#include "topology/routing.hpp"
+
+namespace collsim::test {
+
+namespace cost_checks_detail {
+
+constexpr double kMargin = 1e-9;
+
+// `got` is at least `bound`, to the model's margin and a few ulps of the time it ends at.
+inline bool at_least(double got, double bound, double at) {
+  return got >= bound - kMargin * bound - 8 * DBL_EPSILON * at;
+}
+
+inline bool close(double a, double b) {
+  return std::abs(a - b) <= kMargin * std::max(std::abs(a), std::abs(b)) + 1e-6;
+}
+
+struct Copy {
+  sched::OpId op;
+  sim::OpTiming t;
+};
+
+// The copy-engine rules for the copies of one GPU of `engines` engines.
+inline void check_engines(std::vector<Copy> copies, std::uint32_t engines, const std::string& gpu,
+                          std::vector<std::string>& broken) {
+  const auto running_at = [&](double t) {
+    std::size_t n = 0;
+    for (const Copy& c : copies) n += c.t.start <= t && t < c.t.end;
+    return n;
+  };
+  std::sort(copies.begin(), copies.end(), [](const Copy& a, const Copy& b) {
+    return a.t.ready != b.t.ready ? a.t.ready < b.t.ready : a.op < b.op;
+  });
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    const Copy& c = copies[i];
+    if (running_at(c.t.start) > engines)
+      broken.push_back(fmt::format("{} runs {} copies at {} s, with {} copy engines", gpu,
+                                   running_at(c.t.start), c.t.start, engines));
+    if (i > 0 && copies[i - 1].t.start > c.t.start)
+      broken.push_back(fmt::format(
+          "on {} copy op {} (ready at {} s) started at {} s, before op {}, ready at {} s, "
+          "started at {} s",
+          gpu, c.op, c.t.ready, c.t.start, copies[i - 1].op, copies[i - 1].t.ready,
+          copies[i - 1].t.start));
+    if (c.t.start == c.t.ready) continue;
+    // It waited: at every instant of the wait all engines were taken.
+    std::vector<double> instants = {c.t.ready};
+    for (const Copy& other : copies)
+      if (other.t.end >= c.t.ready && other.t.end < c.t.start) instants.push_back(other.t.end);
+    for (const double t : instants)
+      if (running_at(t) < engines)
+        broken.push_back(fmt::format(
+            "on {} copy op {} waited from {} s to {} s, but at {} s only {} of {} engines ran", gpu,
+            c.op, c.t.ready, c.t.start, t, running_at(t), engines));
+  }
+}
+
+}  // namespace cost_checks_detail
+
+// Appends to `broken` one line per rule that `r`, a finished run of `plan` with `options` on
+// `router` with every op recorded, breaks. Plans of one rank per orbit are not checked.
+inline void check_costs(const topo::Router& router, const sched::Plan& plan,
+                        const sim::Options& options, const sim::Result& r,
+                        std::vector<std::string>& broken) {
+  using namespace cost_checks_detail;
+  using sched::OpId;
+  using sched::OpKind;
+  const topo::Topology& topo = router.topology();
+  const auto n = static_cast<OpId>(plan.num_ops());
+  if (plan.rotation != 0 || r.stop != sim::StopReason::finished || r.ops.size() != n ||
+      plan.first_op() != 0)
+    return;
+  const sim::ResourceMap map(topo);
+  // Each link's most capacity over the run: its own, or more where a trace raises it.
+  std::vector<double> most(topo.num_links());
+  for (topo::LinkId l = 0; l < topo.num_links(); ++l) most[l] = topo.link(l).bandwidth;
+  for (const sim::CapacityTrace& trace : options.capacity)
+    for (const sim::CapacityChange& c : trace.changes)
+      most[trace.link] = std::max(most[trace.link], c.bandwidth);
+  const auto capacity = [&](sim::ResourceId id) {
+    return map.kind(id) == sim::ResourceKind::link ? most[map.index(id)] : map.capacity(topo, id);
+  };
+  // Weight × bytes by resource: of the plan's flows and the background flows that finished, and
+  // of those still running at the end, which have carried part of theirs.
+  std::vector<double> carried(map.size(), 0.0);
+  std::vector<double> unfinished(map.size(), 0.0);
+  const auto gpu_of = [&](sched::RankId rank) { return plan.rank_gpu[rank]; };
+  const auto memory_of = [&](sched::RankId rank) {
+    const topo::Node& g = topo.node(gpu_of(rank));
+    return map.memory(g.memory_owner != topo::kNoNode ? g.memory_owner : gpu_of(rank));
+  };
+  const auto endpoint = [&](sched::RankId rank, sched::BufferId b) {
+    return sched::memory_of(b) == sched::Memory::host ? topo.host_cpu(gpu_of(rank)) : gpu_of(rank);
+  };
+  // Latency and the narrowest capacity along a route, whose links carry `bytes` each.
+  struct Path {
+    double latency = 0;
+    double narrowest = kUnlimited;
+  };
+  const auto along = [&](topo::NodeId from, topo::NodeId to, std::uint64_t key, Bytes bytes,
+                         std::vector<double>& into) {
+    const topo::Route& route = router.route(from, to, key);
+    Path p{route.latency, kUnlimited};
+    for (const topo::LinkId l : route.links) {
+      p.narrowest = std::min(p.narrowest, most[l]);
+      into[map.link(l)] += static_cast<double>(bytes);
+    }
+    return p;
+  };
+  const auto drain = [](Bytes bytes, double bandwidth) {
+    return bytes == 0 ? 0.0 : static_cast<double>(bytes) / bandwidth;
+  };
+
+  std::vector<std::vector<OpId>> previous(plan.num_ranks());  // by rank, then stream
+  std::vector<std::vector<Copy>> waiting_copies(topo.num_nodes());
+  for (OpId op = 0; op < n; ++op) {
+    const sim::OpTiming& t = r.ops[op];
+    const sched::Plan::Fields f = plan.fields(op);
+    if (f.rank >= plan.num_ranks()) return;
+    const double event_latency = topo.node(gpu_of(f.rank)).event_latency;
+    // Ready: the last edge in, seen through an event where the work ran on another stream.
+    double ready = 0;
+    const auto edge = [&](OpId from) {
+      if (from >= n) return;
+      const OpId ran = plan.kind(from) == OpKind::send ? plan.partner(from) : from;
+      const bool same_stream = ran < n && plan.rank(ran) == f.rank && plan.stream(ran) == f.stream;
+      const double end = r.ops[from].end;
+      ready = std::max(ready, event_latency > 0 && !same_stream ? end + event_latency : end);
+    };
+    for (const OpId d : f.deps) edge(d);
+    std::vector<OpId>& on_rank = previous[f.rank];
+    if (on_rank.size() <= f.stream) on_rank.resize(f.stream + std::size_t{1}, sched::kNoOp);
+    if (on_rank[f.stream] != sched::kNoOp) edge(on_rank[f.stream]);
+    on_rank[f.stream] = op;
+    if (!same_double(t.ready, ready))
+      broken.push_back(
+          fmt::format("op {} ready at {} s, not when the last op before it allows, "
+                      "{} s",
+                      op, t.ready, ready));
+    const auto starts_when_ready = [&](const char* what) {
+      if (!same_double(t.start, t.ready))
+        broken.push_back(
+            fmt::format("{} op {} ready at {} s started at {} s", what, op, t.ready, t.start));
+    };
+    const auto lasts_at_least = [&](double bound, const char* what) {
+      if (!at_least(t.end - t.start, bound, t.end))
+        broken.push_back(fmt::format("{} op {} took {} s, less than {} s alone", what, op,
+                                     t.end - t.start, bound));
+    };
+    switch (f.kind) {
+      case OpKind::send: {
+        if (f.partner >= n) break;
+        const sim::OpTiming& recv = r.ops[f.partner];
+        if (!same_double(t.start, std::max(t.ready, recv.ready)))
+          broken.push_back(fmt::format(
+              "transfer {} -> {} started at {} s, not when both ends were ready ({} and {} s)", op,
+              f.partner, t.start, t.ready, recv.ready));
+        const sched::BufferId to = plan.dst(f.partner).buffer;
+        const Path p = along(endpoint(f.rank, f.src_buffer), endpoint(f.peer, to),
+                             sim::transfer_flow_key(f.rank, f.peer), f.bytes, carried);
+        lasts_at_least(topo.node(gpu_of(f.rank)).alpha + p.latency + drain(f.bytes, p.narrowest),
+                       "transfer");
+        break;
+      }
+      case OpKind::recv:
+        break;  // its send's
+      case OpKind::compute:
+      case OpKind::delay:
+        starts_when_ready("compute or delay");
+        if (!same_double(t.end, t.start + f.seconds))
+          broken.push_back(
+              fmt::format("op {} of {} s ran from {} s to {} s", op, f.seconds, t.start, t.end));
+        break;
+      case OpKind::reduce: {
+        starts_when_ready("reduction");
+        const topo::Node& g = topo.node(gpu_of(f.rank));
+        const double traffic = g.reduce_traffic.at(static_cast<std::size_t>(plan.dtype));
+        const sim::ResourceId memory = memory_of(f.rank);
+        carried[memory] += traffic * static_cast<double>(f.bytes);
+        lasts_at_least(g.launch_latency + drain(f.bytes, capacity(memory) / traffic), "reduction");
+        break;
+      }
+      case OpKind::copy: {
+        const topo::NodeId gpu = gpu_of(f.rank);
+        const topo::NodeId cpu = topo.host_cpu(gpu);
+        const sched::CopyKind kind = sched::copy_kind(f.src_buffer, f.dst_buffer);
+        if (kind == sched::CopyKind::host) {
+          starts_when_ready("host memcpy");
+          if (cpu == topo::kNoNode) break;
+          carried[map.memcpy(cpu)] += static_cast<double>(f.bytes);
+          lasts_at_least(drain(f.bytes, capacity(map.memcpy(cpu))), "host memcpy");
+          break;
+        }
+        if (topo.node(gpu).copy_engines == 0)
+          starts_when_ready("copy on a GPU of unlimited copy engines");
+        else
+          waiting_copies[gpu].push_back(Copy{op, t});
+        if (kind == sched::CopyKind::d2d) {
+          const sim::ResourceId memory = memory_of(f.rank);
+          carried[memory] += 2 * static_cast<double>(f.bytes);
+          lasts_at_least(drain(f.bytes, capacity(memory) / 2), "device copy");
+          break;
+        }
+        if (cpu == topo::kNoNode) break;
+        const bool d2h = kind == sched::CopyKind::d2h;
+        Path p = along(d2h ? gpu : cpu, d2h ? cpu : gpu, 0, f.bytes, carried);
+        if (plan.host_memory == sched::HostMemory::pageable) {
+          carried[map.memcpy(cpu)] += static_cast<double>(f.bytes);
+          p.narrowest = std::min(p.narrowest, capacity(map.memcpy(cpu)));
+        }
+        lasts_at_least(p.latency + drain(f.bytes, p.narrowest), "host copy");
+        break;
+      }
+    }
+  }
+  for (topo::NodeId g = 0; g < topo.num_nodes(); ++g)
+    if (!waiting_copies[g].empty())
+      check_engines(std::move(waiting_copies[g]), topo.node(g).copy_engines, topo.node(g).name,
+                    broken);
+
+  for (std::size_t i = 0; i < options.background.size(); ++i) {
+    const sim::BackgroundFlow& b = options.background[i];
+    const bool done = i < r.background_end.size() && r.background_end[i] < kUnlimited;
+    along(b.from, b.to, 0, b.bytes, done ? carried : unfinished);
+  }
+  std::vector<const sim::ResourceUsage*> usage(map.size(), nullptr);
+  for (const sim::ResourceUsage& u : r.resources) {
+    const sim::ResourceId id = u.kind == sim::ResourceKind::link     ? map.link(u.index)
+                               : u.kind == sim::ResourceKind::memory ? map.memory(u.index)
+                                                                     : map.memcpy(u.index);
+    if (id < map.size()) usage[id] = &u;
+  }
+  for (sim::ResourceId id = 0; id < map.size(); ++id) {
+    const double cap = capacity(id);
+    if (!(cap < kUnlimited)) continue;
+    const double bytes = usage[id] ? usage[id]->bytes : 0.0;
+    const double busy = usage[id] ? usage[id]->busy_time : 0.0;
+    const double most_carried = carried[id] + unfinished[id];
+    if (unfinished[id] == 0 ? !close(bytes, carried[id])
+                            : bytes < carried[id] * (1 - kMargin) - 1e-6 ||
+                                  bytes > most_carried * (1 + kMargin) + 1e-6)
+      broken.push_back(
+          fmt::format("{} carried {} bytes, where its flows hold {} ({} of them of "
+                      "background flows still running at the end)",
+                      map.name(topo, id), bytes, most_carried, unfinished[id]));
+    if (bytes > cap * busy * (1 + kMargin) + 1e-6)
+      broken.push_back(fmt::format("{} carried {} bytes in {} s busy, more than its {} bytes/s",
+                                   map.name(topo, id), bytes, busy, cap));
+  }
+}
+
+}  // namespace collsim::test
