@@ -153,3 +153,40 @@ TEST_CASE("the scaled runs find a duration or a size left in the old units",
   moved.ops.back().start = std::nextafter(moved.ops.back().start, 1.0);
   CHECK(test::scaled_differences(base, moved, test::Scale{}).size() == 1);
 }
+
+TEST_CASE("the cost checks find times and loads the model's rules do not give",
+          "[model][run_checks]") {
+  const topo::Router router(checked());
+  PlanRequest req;
+  req.algorithm = Algorithm::ring;
+  req.size = test::MiB;
+  req.chunks = 2;
+  req.ranks = checked().gpus();  // both kinds of server: copies through host memory too
+  const Plan plan = generate(router, req);
+  sim::Options o;
+  o.record_ops = true;
+  const sim::Result good = sim::simulate(router, plan, o);
+  std::vector<std::string> broken;
+  test::check_costs(router, plan, o, good, broken);
+  CHECK(broken.empty());
+  const auto breaks = [&](const sim::Result& r) {
+    std::vector<std::string> lines;
+    test::check_costs(router, plan, o, r, lines);
+    return !lines.empty();
+  };
+  // An op ready one ulp after the last op before it ended.
+  sim::Result late = good;
+  late.ops.back().ready = std::nextafter(late.ops.back().ready, 1.0);
+  CHECK(breaks(late));
+  // A transfer that ends as it starts, faster than its link allows.
+  OpId send = 0;
+  while (plan.kind(send) != OpKind::send || plan.bytes(send) == 0) ++send;
+  sim::Result fast = good;
+  fast.ops[send].end = fast.ops[plan.partner(send)].end = fast.ops[send].start;
+  CHECK(breaks(fast));
+  // A link that carried a thousandth more than the flows that crossed it.
+  sim::Result heavy = good;
+  REQUIRE(!heavy.resources.empty());
+  heavy.resources.front().bytes *= 1.001;
+  CHECK(breaks(heavy));
+}
