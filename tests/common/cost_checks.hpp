@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,11 @@ constexpr double kMargin = 1e-9;
 // `got` is at least `bound`, to the model's margin and a few ulps of the time it ends at.
 inline bool at_least(double got, double bound, double at) {
   return got >= bound - kMargin * bound - 8 * DBL_EPSILON * at;
+}
+
+// Two durations equal to the model's margin and a few ulps of the time they end at.
+inline bool close_time(double a, double b, double at) {
+  return std::abs(a - b) <= kMargin * std::max(a, b) + 8 * DBL_EPSILON * at;
 }
 
 inline bool close(double a, double b) {
@@ -105,17 +111,16 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
   const sim::ResourceMap map(topo);
   // Each link's most capacity over the run: its own, or more where a trace raises it.
   std::vector<double> most(topo.num_links());
+  std::vector<bool> traced(map.size(), false);
   for (topo::LinkId l = 0; l < topo.num_links(); ++l) most[l] = topo.link(l).bandwidth;
-  for (const sim::CapacityTrace& trace : options.capacity)
+  for (const sim::CapacityTrace& trace : options.capacity) {
+    traced[map.link(trace.link)] = true;
     for (const sim::CapacityChange& c : trace.changes)
       most[trace.link] = std::max(most[trace.link], c.bandwidth);
+  }
   const auto capacity = [&](sim::ResourceId id) {
     return map.kind(id) == sim::ResourceKind::link ? most[map.index(id)] : map.capacity(topo, id);
   };
-  // Weight × bytes by resource: of the plan's flows and the background flows that finished, and
-  // of those still running at the end, which have carried part of theirs.
-  std::vector<double> carried(map.size(), 0.0);
-  std::vector<double> unfinished(map.size(), 0.0);
   const auto gpu_of = [&](sched::RankId rank) { return plan.rank_gpu[rank]; };
   const auto memory_of = [&](sched::RankId rank) {
     const topo::Node& g = topo.node(gpu_of(rank));
@@ -124,23 +129,36 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
   const auto endpoint = [&](sched::RankId rank, sched::BufferId b) {
     return sched::memory_of(b) == sched::Memory::host ? topo.host_cpu(gpu_of(rank)) : gpu_of(rank);
   };
-  // Latency and the narrowest capacity along a route, whose links carry `bytes` each.
-  struct Path {
-    double latency = 0;
-    double narrowest = kUnlimited;
+
+  // Every flow of the run: its op (or background flow), when it began, the latency before its
+  // bandwidth phase, its bytes and the limited resources it drains through, with weights.
+  struct Use {
+    sim::ResourceId resource;
+    double weight;
   };
-  const auto along = [&](topo::NodeId from, topo::NodeId to, std::uint64_t key, Bytes bytes,
-                         std::vector<double>& into) {
-    const topo::Route& route = router.route(from, to, key);
-    Path p{route.latency, kUnlimited};
-    for (const topo::LinkId l : route.links) {
-      p.narrowest = std::min(p.narrowest, most[l]);
-      into[map.link(l)] += static_cast<double>(bytes);
+  struct Flow {
+    const char* what;
+    std::size_t index;  // op id, or background flow
+    double start = 0, end = 0, latency = 0;
+    Bytes bytes = 0;
+    bool finished = true;
+    std::vector<Use> uses;
+    double begins() const { return start + latency; }
+    // Its time alone on the fabric: the latency, then its bytes at the narrowest bandwidth.
+    double alone(const std::function<double(sim::ResourceId)>& cap) const {
+      double rate = kUnlimited;
+      for (const Use& u : uses) rate = std::min(rate, cap(u.resource) / u.weight);
+      return latency + (bytes == 0 ? 0.0 : static_cast<double>(bytes) / rate);
     }
-    return p;
   };
-  const auto drain = [](Bytes bytes, double bandwidth) {
-    return bytes == 0 ? 0.0 : static_cast<double>(bytes) / bandwidth;
+  std::vector<Flow> flows;
+  const auto limited = [&](Flow& f, sim::ResourceId id, double weight) {
+    if (capacity(id) < kUnlimited) f.uses.push_back(Use{id, weight});
+  };
+  const auto route = [&](Flow& f, topo::NodeId from, topo::NodeId to, std::uint64_t key) {
+    const topo::Route& path = router.route(from, to, key);
+    f.latency += path.latency;
+    for (const topo::LinkId l : path.links) limited(f, map.link(l), 1.0);
   };
 
   std::vector<std::vector<OpId>> previous(plan.num_ranks());  // by rank, then stream
@@ -165,51 +183,43 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
     if (on_rank[f.stream] != sched::kNoOp) edge(on_rank[f.stream]);
     on_rank[f.stream] = op;
     if (!same_double(t.ready, ready))
-      broken.push_back(
-          fmt::format("op {} ready at {} s, not when the last op before it allows, "
-                      "{} s",
-                      op, t.ready, ready));
+      broken.push_back(fmt::format(
+          "op {} ready at {} s, not when the last op before it allows, {} s", op, t.ready, ready));
     const auto starts_when_ready = [&](const char* what) {
       if (!same_double(t.start, t.ready))
         broken.push_back(
             fmt::format("{} op {} ready at {} s started at {} s", what, op, t.ready, t.start));
     };
-    const auto lasts_at_least = [&](double bound, const char* what) {
-      if (!at_least(t.end - t.start, bound, t.end))
-        broken.push_back(fmt::format("{} op {} took {} s, less than {} s alone", what, op,
-                                     t.end - t.start, bound));
-    };
+    Flow flow{"", op, t.start, t.end, 0, f.bytes, true, {}};
     switch (f.kind) {
       case OpKind::send: {
-        if (f.partner >= n) break;
+        if (f.partner >= n) continue;
         const sim::OpTiming& recv = r.ops[f.partner];
         if (!same_double(t.start, std::max(t.ready, recv.ready)))
           broken.push_back(fmt::format(
               "transfer {} -> {} started at {} s, not when both ends were ready ({} and {} s)", op,
               f.partner, t.start, t.ready, recv.ready));
-        const sched::BufferId to = plan.dst(f.partner).buffer;
-        const Path p = along(endpoint(f.rank, f.src_buffer), endpoint(f.peer, to),
-                             sim::transfer_flow_key(f.rank, f.peer), f.bytes, carried);
-        lasts_at_least(topo.node(gpu_of(f.rank)).alpha + p.latency + drain(f.bytes, p.narrowest),
-                       "transfer");
+        flow.what = "transfer";
+        flow.latency = topo.node(gpu_of(f.rank)).alpha;
+        route(flow, endpoint(f.rank, f.src_buffer), endpoint(f.peer, plan.dst(f.partner).buffer),
+              sim::transfer_flow_key(f.rank, f.peer));
         break;
       }
       case OpKind::recv:
-        break;  // its send's
+        continue;  // its send's flow
       case OpKind::compute:
       case OpKind::delay:
         starts_when_ready("compute or delay");
         if (!same_double(t.end, t.start + f.seconds))
           broken.push_back(
               fmt::format("op {} of {} s ran from {} s to {} s", op, f.seconds, t.start, t.end));
-        break;
+        continue;
       case OpKind::reduce: {
         starts_when_ready("reduction");
         const topo::Node& g = topo.node(gpu_of(f.rank));
-        const double traffic = g.reduce_traffic.at(static_cast<std::size_t>(plan.dtype));
-        const sim::ResourceId memory = memory_of(f.rank);
-        carried[memory] += traffic * static_cast<double>(f.bytes);
-        lasts_at_least(g.launch_latency + drain(f.bytes, capacity(memory) / traffic), "reduction");
+        flow.what = "reduction";
+        flow.latency = g.launch_latency;
+        limited(flow, memory_of(f.rank), g.reduce_traffic.at(static_cast<std::size_t>(plan.dtype)));
         break;
       }
       case OpKind::copy: {
@@ -218,9 +228,8 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
         const sched::CopyKind kind = sched::copy_kind(f.src_buffer, f.dst_buffer);
         if (kind == sched::CopyKind::host) {
           starts_when_ready("host memcpy");
-          if (cpu == topo::kNoNode) break;
-          carried[map.memcpy(cpu)] += static_cast<double>(f.bytes);
-          lasts_at_least(drain(f.bytes, capacity(map.memcpy(cpu))), "host memcpy");
+          flow.what = "host memcpy";
+          if (cpu != topo::kNoNode) limited(flow, map.memcpy(cpu), 1.0);
           break;
         }
         if (topo.node(gpu).copy_engines == 0)
@@ -228,33 +237,64 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
         else
           waiting_copies[gpu].push_back(Copy{op, t});
         if (kind == sched::CopyKind::d2d) {
-          const sim::ResourceId memory = memory_of(f.rank);
-          carried[memory] += 2 * static_cast<double>(f.bytes);
-          lasts_at_least(drain(f.bytes, capacity(memory) / 2), "device copy");
+          flow.what = "device copy";
+          limited(flow, memory_of(f.rank), 2.0);
           break;
         }
-        if (cpu == topo::kNoNode) break;
+        if (cpu == topo::kNoNode) continue;
+        flow.what = "host copy";
         const bool d2h = kind == sched::CopyKind::d2h;
-        Path p = along(d2h ? gpu : cpu, d2h ? cpu : gpu, 0, f.bytes, carried);
-        if (plan.host_memory == sched::HostMemory::pageable) {
-          carried[map.memcpy(cpu)] += static_cast<double>(f.bytes);
-          p.narrowest = std::min(p.narrowest, capacity(map.memcpy(cpu)));
-        }
-        lasts_at_least(p.latency + drain(f.bytes, p.narrowest), "host copy");
+        route(flow, d2h ? gpu : cpu, d2h ? cpu : gpu, 0);
+        if (plan.host_memory == sched::HostMemory::pageable) limited(flow, map.memcpy(cpu), 1.0);
         break;
       }
     }
+    flows.push_back(std::move(flow));
   }
   for (topo::NodeId g = 0; g < topo.num_nodes(); ++g)
     if (!waiting_copies[g].empty())
       check_engines(std::move(waiting_copies[g]), topo.node(g).copy_engines, topo.node(g).name,
                     broken);
-
   for (std::size_t i = 0; i < options.background.size(); ++i) {
     const sim::BackgroundFlow& b = options.background[i];
-    const bool done = i < r.background_end.size() && r.background_end[i] < kUnlimited;
-    along(b.from, b.to, 0, b.bytes, done ? carried : unfinished);
+    const double end = i < r.background_end.size() ? r.background_end[i] : kUnlimited;
+    Flow flow{"background flow", i, b.start, end, 0, b.bytes, end < kUnlimited, {}};
+    route(flow, b.from, b.to, 0);
+    flows.push_back(std::move(flow));
   }
+
+  // Durations: none shorter than alone; exactly that where no flow shared a resource with it
+  // during its bandwidth phase, and no trace changed one.
+  std::vector<std::vector<std::size_t>> on(map.size());  // flows by resource
+  for (std::size_t i = 0; i < flows.size(); ++i)
+    if (flows[i].bytes > 0)
+      for (const Use& u : flows[i].uses) on[u.resource].push_back(i);
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    const Flow& f = flows[i];
+    if (!f.finished) continue;
+    const double alone = f.alone(capacity);
+    const double took = f.end - f.start;
+    if (!at_least(took, alone, f.end))
+      broken.push_back(
+          fmt::format("{} {} took {} s, less than {} s alone", f.what, f.index, took, alone));
+    bool shared = false;
+    for (const Use& u : f.uses) {
+      shared = shared || traced[u.resource];
+      for (const std::size_t j : on[u.resource])
+        shared = shared || (j != i && flows[j].begins() < f.end && f.begins() < flows[j].end);
+    }
+    if (!shared && !close_time(took, alone, f.end))
+      broken.push_back(fmt::format("{} {} took {} s, alone on its resources, not {} s", f.what,
+                                   f.index, took, alone));
+  }
+
+  // Loads: weight × bytes by resource, of the flows that finished, and of those still running at
+  // the end (background flows), which have carried part of theirs.
+  std::vector<double> carried(map.size(), 0.0);
+  std::vector<double> unfinished(map.size(), 0.0);
+  for (const Flow& f : flows)
+    for (const Use& u : f.uses)
+      (f.finished ? carried : unfinished)[u.resource] += u.weight * static_cast<double>(f.bytes);
   std::vector<const sim::ResourceUsage*> usage(map.size(), nullptr);
   for (const sim::ResourceUsage& u : r.resources) {
     const sim::ResourceId id = u.kind == sim::ResourceKind::link     ? map.link(u.index)
@@ -271,10 +311,10 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
     if (unfinished[id] == 0 ? !close(bytes, carried[id])
                             : bytes < carried[id] * (1 - kMargin) - 1e-6 ||
                                   bytes > most_carried * (1 + kMargin) + 1e-6)
-      broken.push_back(
-          fmt::format("{} carried {} bytes, where its flows hold {} ({} of them of "
-                      "background flows still running at the end)",
-                      map.name(topo, id), bytes, most_carried, unfinished[id]));
+      broken.push_back(fmt::format(
+          "{} carried {} bytes, where its flows hold {} ({} of them of background flows still "
+          "running at the end)",
+          map.name(topo, id), bytes, most_carried, unfinished[id]));
     if (bytes > cap * busy * (1 + kMargin) + 1e-6)
       broken.push_back(fmt::format("{} carried {} bytes in {} s busy, more than its {} bytes/s",
                                    map.name(topo, id), bytes, busy, cap));
