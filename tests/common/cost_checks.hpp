@@ -155,8 +155,7 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
   const auto limited = [&](Flow& f, sim::ResourceId id, double weight) {
     if (capacity(id) < kUnlimited) f.uses.push_back(Use{id, weight});
   };
-  const auto route = [&](Flow& f, topo::NodeId from, topo::NodeId to, std::uint64_t key) {
-    const topo::Route& path = router.route(from, to, key);
+  const auto route = [&](Flow& f, const topo::Route& path) {
     f.latency += path.latency;
     for (const topo::LinkId l : path.links) limited(f, map.link(l), 1.0);
   };
@@ -201,8 +200,9 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
               f.partner, t.start, t.ready, recv.ready));
         flow.what = "transfer";
         flow.latency = topo.node(gpu_of(f.rank)).alpha;
-        route(flow, endpoint(f.rank, f.src_buffer), endpoint(f.peer, plan.dst(f.partner).buffer),
-              sim::transfer_flow_key(f.rank, f.peer));
+        route(flow, router.route(endpoint(f.rank, f.src_buffer),
+                                 endpoint(f.peer, plan.dst(f.partner).buffer),
+                                 sim::transfer_flow_key(f.rank, f.peer)));
         break;
       }
       case OpKind::recv:
@@ -244,7 +244,7 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
         if (cpu == topo::kNoNode) continue;
         flow.what = "host copy";
         const bool d2h = kind == sched::CopyKind::d2h;
-        route(flow, d2h ? gpu : cpu, d2h ? cpu : gpu, 0);
+        route(flow, router.route(d2h ? gpu : cpu, d2h ? cpu : gpu, 0));
         if (plan.host_memory == sched::HostMemory::pageable) limited(flow, map.memcpy(cpu), 1.0);
         break;
       }
@@ -259,7 +259,7 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
     const sim::BackgroundFlow& b = options.background[i];
     const double end = i < r.background_end.size() ? r.background_end[i] : kUnlimited;
     Flow flow{"background flow", i, b.start, end, 0, b.bytes, end < kUnlimited, {}};
-    route(flow, b.from, b.to, 0);
+    route(flow, router.route(b.from, b.to));  // the pair's first shortest path, ECMP or not
     flows.push_back(std::move(flow));
   }
 

@@ -2,7 +2,8 @@
 // bytes over twice the bandwidth in the same times, and half the bandwidth with every duration
 // doubled in twice the times, to the bit (tests/common/scaled_runs.hpp says why that is exact).
 // Streamed and whole plans, windows, copy engines and host staging, event latency, ECMP,
-// capacity changes, background traffic and one rank per orbit all take part.
+// capacity changes, background traffic and one rank per orbit all take part; each whole plan's
+// run is also checked against the cost model's rules (tests/common/cost_checks.hpp).
 #include <fmt/format.h>
 
 #include <catch2/catch.hpp>
@@ -12,6 +13,7 @@
 #include "schedules/generate.hpp"
 #include "sim/engine.hpp"
 #include "tests/common/clusters.hpp"
+#include "tests/common/cost_checks.hpp"
 #include "tests/common/scaled_runs.hpp"
 #include "tests/common/shipped_machines.hpp"
 #include "tests/common/sizes.hpp"
@@ -41,6 +43,11 @@ int check_request(const topo::Topology& t, topo::RoutingOptions routing, const P
   const Plan plan = generate(router, req);
   recorded.window_ops = std::max<std::size_t>(8, plan.num_ops() / 6);
   const sim::Result whole = sim::simulate(router, plan, recorded);
+  // The run itself follows the cost model's rules (tests/common/cost_checks.hpp).
+  std::vector<std::string> broken;
+  test::check_costs(router, plan, recorded, whole, broken);
+  INFO("cost rules\n" << lines(broken));
+  CHECK(broken.empty());
   int compared = 0;
   for (const test::Scale s : {test::kTwiceTheBytes, test::kTwiceTheTime}) {
     const test::ScaledMachine machine(t, s, routing);
