@@ -5,7 +5,8 @@
 // shipped machine, the run made the command line's way (streamed where it can be) and the plan
 // listed chunk by chunk must take the whole plan's time to the bit, and one rank per orbit
 // that of every rank to 1e-9; both runs with every duration doubled and every bandwidth halved
-// must give their results in those units to the bit (tests/common/scaled_runs.hpp). The checks of
+// must give their results in those units to the bit (tests/common/scaled_runs.hpp); and the
+// whole plan's run must follow the cost model's rules (tests/common/cost_checks.hpp). The checks of
 // tests/model and tests/schedules cover a grid of sizes and chunk counts; this one walks the space
 // between.
 #include <fmt/format.h>
@@ -24,6 +25,7 @@
 #include "schedules/generate.hpp"
 #include "schedules/verify.hpp"
 #include "sim/engine.hpp"
+#include "tests/common/cost_checks.hpp"
 #include "tests/common/run_differences.hpp"
 #include "tests/common/scaled_runs.hpp"
 #include "tests/schedules/fixtures.hpp"
@@ -143,7 +145,11 @@ void on_shipped(const Shipped& m, sched::PlanRequest r, sched::RankId p, bool re
   check_verifies(plan, r, p, name);
   sim::Options whole;
   whole.window_ops = 0;
+  whole.record_ops = true;
   const sim::Result reference = sim::simulate(m.router, plan, whole);
+  std::vector<std::string> rules;
+  test::check_costs(m.router, plan, whole, reference, rules);
+  if (!rules.empty()) broken("the cost model's rules: " + rules.front(), r, p, name);
   const sim::Result as_run = sim::simulate(m.router, r);
   if (!test::same_double(reference.time, as_run.time) || reference.flows != as_run.flows)
     broken("run as the command line does: " + seconds(as_run.time) + " against " +
