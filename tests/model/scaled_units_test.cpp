@@ -68,6 +68,37 @@ int check_request(const topo::Topology& t, topo::RoutingOptions routing, const P
   return compared;
 }
 
+// Every collective and algorithm on the first GPUs of `t`; returns how many runs were compared.
+int check_every_algorithm(const topo::Topology& t, topo::RoutingOptions routing,
+                          std::vector<topo::NodeId> gpus, HostMemory host_memory) {
+  int compared = 0;
+  const auto p = static_cast<RankId>(gpus.size());
+  for (const Collective c : all_collectives())
+    for (const Algorithm a : algorithms_for(c, p)) {
+      PlanRequest req;
+      req.collective = c;
+      req.algorithm = a;
+      req.size = 3 * test::MiB + 4 * 16 * 5;  // chunks of unequal size
+      req.chunks = a == Algorithm::naive ? 1 : 3;
+      // The one-shot allreduce on 48 GPUs of the cluster re-shares hundreds of flows at every
+      // event (seconds); 16 GPUs, two servers, still cross the fabric.
+      req.ranks = a == Algorithm::direct && c == Collective::allreduce && p > 16
+                      ? std::vector(gpus.begin(), gpus.begin() + 16)
+                      : gpus;
+      req.host_memory = host_memory;
+      if (!why_not(req, static_cast<RankId>(req.ranks.size())).empty()) continue;
+      INFO(fmt::format("{}: {} {}", t.name(), to_string(c), to_string(a)));
+      try {
+        compared += check_request(t, routing, req);
+      } catch (const InputError& e) {
+        // hier on ranks whose servers differ: refused before any run, in either units.
+        INFO(e.what());
+        CHECK(a == Algorithm::hier);
+      }
+    }
+  return compared;
+}
+
 }  // namespace
 
 TEST_CASE("every algorithm on every shipped machine runs the same in other units",
@@ -79,35 +110,31 @@ TEST_CASE("every algorithm on every shipped machine runs the same in other units
     if (m.gpus != 0) gpus.resize(m.gpus);
     // Every GPU pays an event latency, so that waits across streams are delayed too.
     for (topo::NodeId g : t.gpus()) t.node(g).event_latency = 1.5e-6;
-    const auto p = static_cast<RankId>(gpus.size());
-    for (const Collective c : all_collectives())
-      for (const Algorithm a : algorithms_for(c, p)) {
-        PlanRequest req;
-        req.collective = c;
-        req.algorithm = a;
-        req.size = 3 * test::MiB + 4 * 16 * 5;  // chunks of unequal size
-        req.chunks = a == Algorithm::naive ? 1 : 3;
-        // The one-shot allreduce on 48 GPUs of the cluster re-shares hundreds of flows at every
-        // event (seconds); 16 GPUs, two servers, still cross the fabric.
-        req.ranks = a == Algorithm::direct && c == Collective::allreduce && p > 16
-                        ? std::vector(gpus.begin(), gpus.begin() + 16)
-                        : gpus;
-        // Pageable host buffers stage every copy through the CPU's memcpy.
-        req.host_memory =
-            std::string(m.file) == "t4x4-pcie.json" ? HostMemory::pageable : HostMemory::pinned;
-        if (!why_not(req, static_cast<RankId>(req.ranks.size())).empty()) continue;
-        INFO(fmt::format("{}: {} {}", m.file, to_string(c), to_string(a)));
-        try {
-          compared += check_request(t, topo::RoutingOptions{.ecmp = m.ecmp}, req);
-        } catch (const InputError& e) {
-          // hier on ranks whose servers differ: refused before any run, in either units.
-          INFO(e.what());
-          CHECK(a == Algorithm::hier);
-        }
-      }
+    // Pageable host buffers stage every copy through the CPU's memcpy.
+    compared += check_every_algorithm(
+        t, topo::RoutingOptions{.ecmp = m.ecmp}, gpus,
+        std::string(m.file) == "t4x4-pcie.json" ? HostMemory::pageable : HostMemory::pinned);
   }
   // 4 machines, every collective, 3 to 7 algorithms each, 3 runs each: 225 when written.
   CHECK(compared >= 200);
+}
+
+TEST_CASE("virtual ranks of one GPU run the same in other units", "[model][units]") {
+  // As collsim validate sets them up: four ranks on one device share its memory (memory_owner)
+  // and each has two copy engines, so reductions and device copies of different ranks meet.
+  topo::Topology t = topo::load_topology(test::config_path("one-gpu-4ranks.json"));
+  const std::vector<topo::NodeId> gpus = t.gpus();
+  for (const topo::NodeId g : gpus) {
+    topo::Node& n = t.node(g);
+    n.memory_bandwidth = 4.8e12;
+    n.memory_owner = g == gpus.front() ? topo::kNoNode : gpus.front();
+    n.copy_engines = 2;
+    n.alpha = 1e-6;
+    n.launch_latency = 3e-6;
+    n.event_latency = 2e-6;
+    n.reduce_traffic = {3, 4.5, 4.5};
+  }
+  CHECK(check_every_algorithm(t, {}, gpus, HostMemory::pinned) >= 40);
 }
 
 TEST_CASE("capacity changes and background traffic run the same in other units", "[model][units]") {
