@@ -13,7 +13,9 @@
 //   became ready (lowest op id first among equals), and a copy waits only while all c engines
 //   are busy;
 // - every limited resource carries the bytes of the flows that cross it, times their weights,
-//   and never more than its capacity over the time it was busy.
+//   never more than its capacity over the time it was busy, and is busy exactly while one of
+//   them drains; each GPU's copy engines are reported held as long as its copies ran, and its
+//   longest wait is its copies' longest.
 //
 // Exact where the model's arithmetic is a maximum or one sum (ready and start times, compute
 // ends); to 1e-9 relative where it integrates rates. Without Catch2, like run_checks.hpp,
@@ -159,6 +161,12 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
 
   std::vector<std::vector<OpId>> previous(plan.num_ranks());  // by rank, then stream
   std::vector<std::vector<Copy>> waiting_copies(topo.num_nodes());
+  // By GPU, for its copies (not host memcpys): engine-seconds held, the longest wait, how many.
+  struct Engines {
+    double busy = 0, longest_wait = 0;
+    std::size_t copies = 0;
+  };
+  std::vector<Engines> engines(topo.num_nodes());
   for (OpId op = 0; op < n; ++op) {
     const sim::OpTiming& t = r.ops[op];
     const sched::Plan::Fields f = plan.fields(op);
@@ -229,6 +237,9 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
           if (cpu != topo::kNoNode) limited(flow, map.memcpy(cpu), 1.0);
           break;
         }
+        engines[gpu].busy += t.end - t.start;
+        engines[gpu].longest_wait = std::max(engines[gpu].longest_wait, t.start - t.ready);
+        ++engines[gpu].copies;
         if (topo.node(gpu).copy_engines == 0)
           starts_when_ready("copy on a GPU of unlimited copy engines");
         else
@@ -285,6 +296,28 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
                                    f.index, took, alone));
   }
 
+  // What the run reports of copy engines: every GPU that ran copies, with the engine time they
+  // held and the longest any waited.
+  for (const sim::CopyEngineUsage& u : r.copy_engines) {
+    if (u.gpu >= topo.num_nodes() || engines[u.gpu].copies == 0) {
+      broken.push_back(fmt::format("copy engines reported for node {}, which ran no copy", u.gpu));
+      continue;
+    }
+    const Engines& e = engines[u.gpu];
+    const double rounding = 4 * DBL_EPSILON * r.time * static_cast<double>(e.copies);
+    if (std::abs(u.busy_time - e.busy) > kMargin * e.busy + rounding ||
+        !same_double(u.max_wait, e.longest_wait))
+      broken.push_back(fmt::format(
+          "{}'s copy engines reported {} s held and {} s the longest wait; its copies ran {} s "
+          "and waited {} s at most",
+          topo.node(u.gpu).name, u.busy_time, u.max_wait, e.busy, e.longest_wait));
+    engines[u.gpu].copies = 0;
+  }
+  for (topo::NodeId g = 0; g < topo.num_nodes(); ++g)
+    if (engines[g].copies != 0)
+      broken.push_back(
+          fmt::format("{} ran copies but no copy engine use is reported", topo.node(g).name));
+
   // Loads: weight × bytes by resource, of the flows that finished, and of those still running at
   // the end (background flows), which have carried part of theirs.
   std::vector<double> carried(map.size(), 0.0);
@@ -315,6 +348,21 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
           "{} carried {} bytes, where its flows hold {} ({} of them of background flows still "
           "running at the end)",
           map.name(topo, id), bytes, at_most, unfinished[id]));
+    // Busy: the union of the bandwidth phases of the flows on it (all ended by the run's end).
+    if (unfinished[id] == 0) {
+      std::vector<std::pair<double, double>> phases;
+      for (const std::size_t i : on[id]) phases.emplace_back(flows[i].begins(), flows[i].end);
+      std::sort(phases.begin(), phases.end());
+      double union_length = 0, reach = 0;
+      for (const auto& [from, to] : phases) {
+        if (to <= reach) continue;
+        union_length += to - std::max(from, reach);
+        reach = to;
+      }
+      if (std::abs(busy - union_length) > kMargin * union_length + rounding)
+        broken.push_back(fmt::format("{} was busy {} s, where its flows drained for {} s",
+                                     map.name(topo, id), busy, union_length));
+    }
     if (bytes > cap * (busy + rounding) * (1 + kMargin) + 1e-6)
       broken.push_back(fmt::format("{} carried {} bytes in {} s busy, more than its {} bytes/s",
                                    map.name(topo, id), bytes, busy, cap));
