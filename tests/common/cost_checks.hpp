@@ -272,11 +272,27 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
   }
 
   // Durations: none shorter than alone; exactly that where no flow shared a resource with it
-  // during its bandwidth phase, and no trace changed one.
-  std::vector<std::vector<std::size_t>> on(map.size());  // flows by resource
+  // during its bandwidth phase, and no trace changed one. Each resource's flows in order of
+  // their phases' begins: one overlaps another when an earlier one ends after it begins, or the
+  // next begins before it ends.
+  std::vector<std::vector<std::size_t>> on(map.size());  // flows by resource, by begin
   for (std::size_t i = 0; i < flows.size(); ++i)
     if (flows[i].bytes > 0)
       for (const Use& u : flows[i].uses) on[u.resource].push_back(i);
+  std::vector<bool> shared(flows.size(), false);
+  for (sim::ResourceId id = 0; id < map.size(); ++id) {
+    std::vector<std::size_t>& list = on[id];
+    std::sort(list.begin(), list.end(),
+              [&](std::size_t a, std::size_t b) { return flows[a].begins() < flows[b].begins(); });
+    double reach = -kUnlimited;  // the latest end of the flows before
+    for (std::size_t k = 0; k < list.size(); ++k) {
+      const Flow& f = flows[list[k]];
+      if (traced[id] || reach > f.begins() ||
+          (k + 1 < list.size() && flows[list[k + 1]].begins() < f.end))
+        shared[list[k]] = true;
+      reach = std::max(reach, f.end);
+    }
+  }
   for (std::size_t i = 0; i < flows.size(); ++i) {
     const Flow& f = flows[i];
     if (!f.finished) continue;
@@ -285,13 +301,7 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
     if (!at_least(took, alone, f.end))
       broken.push_back(
           fmt::format("{} {} took {} s, less than {} s alone", f.what, f.index, took, alone));
-    bool shared = false;
-    for (const Use& u : f.uses) {
-      shared = shared || traced[u.resource];
-      for (const std::size_t j : on[u.resource])
-        shared = shared || (j != i && flows[j].begins() < f.end && f.begins() < flows[j].end);
-    }
-    if (!shared && !close_time(took, alone, f.end))
+    if (!shared[i] && !close_time(took, alone, f.end))
       broken.push_back(fmt::format("{} {} took {} s, alone on its resources, not {} s", f.what,
                                    f.index, took, alone));
   }
@@ -350,14 +360,11 @@ inline void check_costs(const topo::Router& router, const sched::Plan& plan,
           map.name(topo, id), bytes, at_most, unfinished[id]));
     // Busy: the union of the bandwidth phases of the flows on it (all ended by the run's end).
     if (unfinished[id] == 0) {
-      std::vector<std::pair<double, double>> phases;
-      for (const std::size_t i : on[id]) phases.emplace_back(flows[i].begins(), flows[i].end);
-      std::sort(phases.begin(), phases.end());
       double union_length = 0, reach = 0;
-      for (const auto& [from, to] : phases) {
-        if (to <= reach) continue;
-        union_length += to - std::max(from, reach);
-        reach = to;
+      for (const std::size_t i : on[id]) {  // by begin
+        if (flows[i].end <= reach) continue;
+        union_length += flows[i].end - std::max(flows[i].begins(), reach);
+        reach = flows[i].end;
       }
       if (std::abs(busy - union_length) > kMargin * union_length + rounding)
         broken.push_back(fmt::format("{} was busy {} s, where its flows drained for {} s",
