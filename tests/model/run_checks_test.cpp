@@ -32,6 +32,26 @@ const std::vector<const test::ScaledMachine*>& scalings() {
   return both;
 }
 
+// A ring allreduce of 1 MiB in k chunks on the checked machine's GPUs `ranks`, and its run with
+// every op recorded, registered at the start as the run checks' reference run is.
+struct RingRun {
+  Plan plan;
+  sim::Options options;
+  sim::Result result;
+};
+RingRun ring_run(const topo::Router& router, std::vector<topo::NodeId> ranks, std::uint32_t k) {
+  PlanRequest req;
+  req.algorithm = Algorithm::ring;
+  req.size = test::MiB;
+  req.chunks = k;
+  req.ranks = std::move(ranks);
+  RingRun run{generate(router, req), {}, {}};
+  run.options.record_ops = true;
+  run.options.window_ops = 0;
+  run.result = sim::simulate(router, run.plan, run.options);
+  return run;
+}
+
 std::string broken_lines(const test::RunChecks& c) {
   std::string s;
   for (const std::string& line : c.broken) s += line + "\n";
@@ -100,14 +120,9 @@ TEST_CASE("every algorithm's plans run with every run property", "[model][run_ch
 
 TEST_CASE("the run checks find times out of the plan's order", "[model][run_checks]") {
   const topo::Router router(checked());
-  PlanRequest req;
-  req.algorithm = Algorithm::ring;
-  req.size = test::MiB;
-  req.ranks = {checked().gpus()[0], checked().gpus()[1]};
-  const Plan plan = generate(router, req);
-  sim::Options o;
-  o.record_ops = true;
-  const sim::Result good = sim::simulate(router, plan, o);
+  const RingRun run = ring_run(router, {checked().gpus()[0], checked().gpus()[1]}, 1);
+  const Plan& plan = run.plan;
+  const sim::Result& good = run.result;
   std::vector<std::string> broken;
   test::run_checks_detail::check_order(plan, good, broken);
   CHECK(broken.empty());
@@ -127,16 +142,11 @@ TEST_CASE("the run checks find times out of the plan's order", "[model][run_chec
 TEST_CASE("the scaled runs find a duration or a size left in the old units",
           "[model][run_checks]") {
   const topo::Router router(checked());
-  PlanRequest req;
-  req.algorithm = Algorithm::ring;
-  req.size = test::MiB;
-  req.chunks = 2;
-  req.ranks = {checked().gpus()[0], checked().gpus()[1], checked().gpus()[12]};
-  const Plan plan = generate(router, req);
-  sim::Options o;
-  o.record_ops = true;
-  o.window_ops = 0;
-  const sim::Result base = sim::simulate(router, plan, o);
+  const RingRun run =
+      ring_run(router, {checked().gpus()[0], checked().gpus()[1], checked().gpus()[12]}, 2);
+  const Plan& plan = run.plan;
+  const sim::Options& o = run.options;
+  const sim::Result& base = run.result;
   for (const test::ScaledMachine* machine : scalings())
     CHECK(test::scaled_run_differences(*machine, plan, o, base).empty());
   // A link latency the scaling missed: the same routes (every latency only grows), later ends.
@@ -157,15 +167,11 @@ TEST_CASE("the scaled runs find a duration or a size left in the old units",
 TEST_CASE("the cost checks find times and loads the model's rules do not give",
           "[model][run_checks]") {
   const topo::Router router(checked());
-  PlanRequest req;
-  req.algorithm = Algorithm::ring;
-  req.size = test::MiB;
-  req.chunks = 2;
-  req.ranks = checked().gpus();  // both kinds of server: copies through host memory too
-  const Plan plan = generate(router, req);
-  sim::Options o;
-  o.record_ops = true;
-  const sim::Result good = sim::simulate(router, plan, o);
+  // Both kinds of server: copies through host memory too.
+  const RingRun run = ring_run(router, checked().gpus(), 2);
+  const Plan& plan = run.plan;
+  const sim::Options& o = run.options;
+  const sim::Result& good = run.result;
   std::vector<std::string> broken;
   test::check_costs(router, plan, o, good, broken);
   CHECK(broken.empty());
