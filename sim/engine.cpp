@@ -354,6 +354,9 @@ class Engine {
   // stream runs one op at a time, so with no more pairs than engines every copy finds one free,
   // and the order in which copies are served never decides anything.
   bool copies_may_queue(topo::NodeId gpu, RankId rank, sched::StreamId stream);
+  // copies_may_queue() for every engine copy of the whole plan, before its first window is
+  // registered (run()).
+  void note_copy_lanes();
   std::unordered_set<std::uint64_t> copy_lanes_;  // (rank, stream) pairs with engine copies
   std::vector<std::uint32_t> copy_lanes_on_;      // by GPU, the pairs above on it
   // By rank, the stream of its last engine copy: most copies are on the same stream as the one
@@ -615,6 +618,17 @@ bool Engine::copies_may_queue(topo::NodeId gpu, RankId rank, sched::StreamId str
                     topo_.node(gpu).name, copy_lanes_on_[gpu], engines),
         false);
   return copies_queue_;
+}
+
+void Engine::note_copy_lanes() {
+  const auto n = static_cast<OpId>(plan_.num_ops());
+  for (OpId op = 0; op < n && !copies_queue_; ++op) {
+    if (plan_.kind(op) != OpKind::copy) continue;
+    const RankId rank = plan_.rank(op);
+    if (rank >= plan_.num_ranks()) continue;  // add_records() reports it
+    if (sched::copy_kind(plan_.src(op).buffer, plan_.dst(op).buffer) != CopyKind::host)
+      copies_may_queue(plan_.rank_gpu[rank], rank, plan_.stream(op));
+  }
 }
 
 bool Engine::ends_agree(const sched::Plan::Fields& send, const sched::Plan::Fields& recv) const {
@@ -1312,7 +1326,7 @@ void Engine::add_ops(OpId end) {
   if (keep_finished_)
     while (finished_.end() < end) finished_.emplace_back();
   share_routes();
-  if (share_per_instant_ && queues) {
+  if (share_per_instant_ && (queues || copies_queue_)) {
     // Re-sharing once per instant computes the same rates in another order, so they can differ
     // in the last digits; where copies queue for copy engines, a copy that ties with another in
     // exact arithmetic but not in floating point can then be served before instead of after it,
@@ -1558,6 +1572,12 @@ Result Engine::run() {
   const std::vector<PlanWindow> windows =
       windowed ? plan_windows(plan_, options_.window_ops)
                : std::vector<PlanWindow>{{static_cast<OpId>(plan_.num_ops()), 0}};
+  // Where copies may wait for an engine the run re-shares after every change (add_ops()). A
+  // plan registered in windows decides that from all its copies, as the run that registers
+  // every op at the start does: decided window by window, it switched when the first such copy
+  // was registered, and the instants before had been re-shared in another order (the last digits
+  // of a run on the hetero rack moved, found by the simulate fuzz target).
+  if (windows.size() > 1 && options_.share_per_instant) note_copy_lanes();
   for (std::size_t k = 0; k < windows.size(); ++k) {
     last_batch_ = k + 1 == windows.size();
     if (!last_batch_) trigger_ = windows[k + 1].trigger;
