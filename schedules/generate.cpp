@@ -19,7 +19,8 @@ constexpr std::array kCollectives{Collective::allreduce, Collective::reduce_scat
                                   Collective::allgather, Collective::broadcast,
                                   Collective::reduce,    Collective::alltoall};
 
-// The algorithm families each collective has, before rank-count restrictions.
+}  // namespace
+
 bool supports(Algorithm a, Collective c) {
   switch (c) {
     case Collective::allreduce:
@@ -36,8 +37,6 @@ bool supports(Algorithm a, Collective c) {
   }
   return false;
 }
-
-}  // namespace
 
 std::string join(const std::vector<Algorithm>& v) {
   std::string s;

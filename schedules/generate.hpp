@@ -45,6 +45,8 @@ struct PlanRequest {
   bool run_order = true;
 };
 
+// Whether the algorithm has a schedule for the collective, before rank-count restrictions.
+bool supports(Algorithm a, Collective c);
 // The algorithms generate() accepts for a collective on p ranks (ignoring size and k).
 std::vector<Algorithm> algorithms_for(Collective collective, RankId ranks);
 // "ring, tree, ..." for messages; "none" when empty.

@@ -87,8 +87,10 @@ void add_common_options(CLI::App& cmd, RunOptions& o, bool sweep) {
   cmd.add_option("--collective", o.collective,
                  "allreduce, reduce_scatter, allgather, broadcast, reduce or alltoall" + list)
       ->capture_default_str();
-  cmd.add_option("--algo", o.algo,
-                 "ring, tree, rhd, rd, hier, direct, naive, or auto to pick the fastest" + list)
+  cmd.add_option(
+         "--algo", o.algo,
+         "ring, tree, rhd, rd, hier, direct, naive, or auto to pick the fastest" + list +
+             (sweep ? std::string("; all: every algorithm that implements the collective") : ""))
       ->capture_default_str();
   cmd.add_option("--size", o.size,
                  "Buffer size as nccl-tests counts it: 64MiB, 1GB (10^3 units), 1GiB (2^10 units)" +
@@ -226,10 +228,15 @@ std::vector<std::string> echo_lines(const std::string& command, const RunOptions
   for (sched::Collective c : parse_collective_list(o.collective, "--collective"))
     rooted = rooted || c == sched::Collective::broadcast || c == sched::Collective::reduce;
   if (rooted) lines.push_back(fmt::format("root        {}", o.root));
-  lines.push_back(fmt::format("algorithm   {}{}", o.algo,
-                              o.algo.find("auto") != std::string::npos
-                                  ? " (free: every algorithm that fits is tried)"
-                                  : ""));
+  bool names_all = false, names_auto = false;
+  for (std::string_view item : split_list(o.algo)) {
+    names_all = names_all || item == "all";
+    names_auto = names_auto || item == "auto";
+  }
+  lines.push_back(
+      fmt::format("algorithm   {}{}{}", o.algo,
+                  names_all ? " (all: every algorithm that implements the collective)" : "",
+                  names_auto ? " (free: every algorithm that fits is tried)" : ""));
   const std::string search = o.auto_search == "fast"
                                  ? "k = 1, 2, 4, ..., 64 tried upwards until the time rises"
                                  : "k = 1, 2, 4, ..., 64 are tried";
@@ -523,7 +530,8 @@ void run_command(const RunOptions& o) {
 // process that writes (rank 0 under MPI), the open outputs.
 struct SweepSetup {
   Format format = Format::table;
-  std::vector<AlgoChoice> algos;
+  bool any_auto = false;   // --algo names auto
+  bool only_auto = false;  // --algo is auto alone
   std::vector<Point> points;
   std::unique_ptr<Loaded> loaded;
   Context context;
@@ -541,8 +549,15 @@ std::unique_ptr<SweepSetup> prepare_sweep(const RunOptions& o, bool writes, unsi
   auto s = std::make_unique<SweepSetup>();
   s->format = parse_format(o.format, "--format");
   const auto collectives = parse_collective_list(o.collective, "--collective");
-  s->algos = parse_algo_list(o.algo, "--algo");
-  const auto& algos = s->algos;
+  // "all" stands for another list for each collective: every algorithm that implements it.
+  std::vector<std::vector<AlgoChoice>> algos;
+  std::size_t algo_count = 0;
+  for (sched::Collective c : collectives) {
+    algos.push_back(parse_sweep_algo_list(o.algo, c, "--algo"));
+    algo_count += algos.back().size();
+    for (const AlgoChoice& a : algos.back()) s->any_auto = s->any_auto || !a;
+  }
+  s->only_auto = s->any_auto && algos.front().size() == 1;
   const auto sizes = parse_size_list(o.size, "--size");
   const auto dtypes = parse_dtype_list(o.dtype, "--dtype");
   const auto chunks = parse_count_list(o.chunks, "--chunks", true);
@@ -552,9 +567,9 @@ std::unique_ptr<SweepSetup> prepare_sweep(const RunOptions& o, bool writes, unsi
     throw InputError("", "--max-points", "0 points allowed; expected at least 1");
 
   // Counted before anything is built, in floating point so that it cannot overflow.
-  const double total = static_cast<double>(collectives.size()) * static_cast<double>(algos.size()) *
-                       static_cast<double>(sizes.size()) * static_cast<double>(dtypes.size()) *
-                       static_cast<double>(chunks.size()) * static_cast<double>(nranks.size());
+  const double total = static_cast<double>(algo_count) * static_cast<double>(sizes.size()) *
+                       static_cast<double>(dtypes.size()) * static_cast<double>(chunks.size()) *
+                       static_cast<double>(nranks.size());
   if (total > static_cast<double>(o.max_points))
     throw InputError("", "--size/--chunks/--algo",
                      fmt::format("the sweep has {:.0f} points, more than --max-points {}; use "
@@ -565,13 +580,14 @@ std::unique_ptr<SweepSetup> prepare_sweep(const RunOptions& o, bool writes, unsi
   // algorithms, rank counts, data types and collectives.
   std::vector<Point>& points = s->points;
   points.reserve(static_cast<std::size_t>(total));
-  for (auto c : collectives)
+  for (std::size_t ci = 0; ci < collectives.size(); ++ci)
     for (auto d : dtypes)
       for (auto n : nranks)
-        for (const auto& a : algos)
+        for (const auto& a : algos[ci])
           for (auto size : sizes)
             for (auto k : chunks)
-              points.push_back(Point{c, a, size, d, !a && !o.chunks_given ? kAutoChunks : k, n});
+              points.push_back(
+                  Point{collectives[ci], a, size, d, !a && !o.chunks_given ? kAutoChunks : k, n});
 
   s->loaded = load(o);
   Context& context = s->context;
@@ -639,8 +655,8 @@ void sweep_command(const RunOptions& o) {
 
   if (writes) {
     RunOptions echo = o;
-    if (!o.chunks_given && std::any_of(s.algos.begin(), s.algos.end(), [](auto a) { return !a; })) {
-      if (s.algos.size() == 1)
+    if (!o.chunks_given && s.any_auto) {
+      if (s.only_auto)
         echo.chunks = "auto";
       else
         echo.chunks_free_for_auto = true;

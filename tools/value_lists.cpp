@@ -228,12 +228,37 @@ std::vector<sched::DType> parse_dtype_list(std::string_view text, const std::str
 
 AlgoChoice parse_algo(std::string_view text, const std::string& option) {
   if (trim(text) == "auto") return std::nullopt;
+  if (trim(text) == "all")
+    fail(option,
+         "\"all\" names every algorithm of a sweep or a validation; run simulates one: name it, "
+         "or give auto to pick the fastest");
   return parse_name(text, option, "algorithm", sched::all_algorithms(), "auto");
 }
 
 std::vector<AlgoChoice> parse_algo_list(std::string_view text, const std::string& option) {
   std::vector<AlgoChoice> out;
   for (std::string_view item : split_list(text)) out.push_back(parse_algo(item, option));
+  return out;
+}
+
+std::vector<AlgoChoice> parse_sweep_algo_list(std::string_view text, sched::Collective collective,
+                                              const std::string& option) {
+  const std::vector<std::string_view> items = split_list(text);
+  std::vector<AlgoChoice> named;
+  for (std::string_view item : items)
+    if (item != "all") named.push_back(parse_algo(item, option));
+  std::vector<AlgoChoice> out;
+  for (std::string_view item : items) {
+    if (item != "all") {
+      out.push_back(parse_algo(item, option));
+      continue;
+    }
+    for (sched::Algorithm a : all_algorithms())
+      if (sched::supports(a, collective) &&
+          std::find(named.begin(), named.end(), AlgoChoice{a}) == named.end() &&
+          std::find(out.begin(), out.end(), AlgoChoice{a}) == out.end())
+        out.push_back(a);
+  }
   return out;
 }
 

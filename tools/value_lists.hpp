@@ -50,6 +50,10 @@ topo::RoutingOptions parse_routing(std::string_view text, const std::string& opt
 using AlgoChoice = std::optional<sched::Algorithm>;
 AlgoChoice parse_algo(std::string_view text, const std::string& option);
 std::vector<AlgoChoice> parse_algo_list(std::string_view text, const std::string& option);
+// A sweep's --algo for one collective: as parse_algo_list, where "all" stands for every algorithm
+// that implements the collective, in all_algorithms()'s order, less those the list names itself.
+std::vector<AlgoChoice> parse_sweep_algo_list(std::string_view text, sched::Collective collective,
+                                              const std::string& option);
 std::string to_string(const AlgoChoice& a);
 
 // Every algorithm and collective, in the order the documentation lists them.

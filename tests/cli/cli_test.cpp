@@ -244,6 +244,43 @@ TEST_CASE("sweep rows come in input order: chunks fastest then sizes then algori
     CHECK(rows[i + 1][algo] + " " + rows[i + 1][size] + " " + rows[i + 1][k] == expect[i]);
 }
 
+TEST_CASE("a sweep's --algo all is every algorithm that implements each collective",
+          "[cli][sweep]") {
+  // The DGX is one server, which hier needs; on a topology without servers its row would fail.
+  const auto r = run_cli(
+      "sweep --topology configs/dgx-h100.json"
+      " --algo all --collective allreduce,alltoall,broadcast --size 64KiB "
+      "--format csv --no-wall");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto rows = csv_rows(r.out);
+  const std::size_t collective = column(rows[0], "collective");
+  const std::size_t algo = column(rows[0], "algo");
+  std::vector<std::string> got;
+  for (std::size_t i = 1; i < rows.size(); ++i)
+    got.push_back(rows[i][collective] + " " + rows[i][algo]);
+  const std::vector<std::string> expect = {
+      "allreduce ring", "allreduce tree",   "allreduce rhd",    "allreduce rd",
+      "allreduce hier", "allreduce direct", "allreduce naive",  "alltoall direct",
+      "broadcast ring", "broadcast tree",   "broadcast direct", "broadcast naive"};
+  CHECK(got == expect);
+  // Named algorithms keep their place, and "all" adds the others once, after them.
+  const auto named = run_cli("sweep " + kFour +
+                             " --algo direct,all,auto --collective reduce_scatter --size 64KiB "
+                             "--format csv --no-wall");
+  INFO(named.err);
+  REQUIRE(named.status == 0);
+  const auto named_rows = csv_rows(named.out);
+  REQUIRE(named_rows.size() == 4);
+  CHECK(named_rows[1][algo] == "direct");
+  CHECK(named_rows[2][algo] == "ring");
+  CHECK(named_rows[3][collective] == "reduce_scatter");
+  // run simulates one algorithm: "all" is refused there, with what to give instead.
+  const auto one = run_cli("run " + kFour + " --algo all --size 64KiB");
+  CHECK(one.status == 2);
+  CHECK_THAT(one.err, Catch::Contains("--algo") && Catch::Contains("auto"));
+}
+
 TEST_CASE("a failed sweep point is reported and does not lose the others", "[cli][sweep]") {
   // 1 KiB of fp32 is 256 elements: k = 512 cannot be cut.
   const auto r =
