@@ -998,7 +998,8 @@ void Engine::start_copy(OpId op) {
       if (plan_.host_memory == sched::HostMemory::pageable)
         if (const NodeId cpu = topo_.host_cpu(gpu); cpu != topo::kNoNode) {
           if (rotation_) rotation_->add_host_memcpy();
-          use(f, map_.memcpy(cpu), 1.0);
+          use(f, map_.memcpy(cpu),
+              topo_.node(cpu).pageable_traffic[rec(op).copy == CopyKind::d2h ? 0 : 1]);
         }
       break;
     }

@@ -77,6 +77,9 @@ void Rotation::add_host_memcpy() {
   for (RankId r = 0; r < p; ++r) {
     const NodeId ca = topo_.host_cpu(rank_gpu_[r]);
     const NodeId cb = topo_.host_cpu(rank_gpu_[moved(r, 1)]);
+    if (topo_.node(ca).pageable_traffic != topo_.node(cb).pageable_traffic)
+      refuse(fmt::format("CPUs '{}' and '{}' differ in pageable traffic", topo_.node(ca).name,
+                         topo_.node(cb).name));
     maps_to(map_.memcpy(ca), map_.memcpy(cb));
   }
   for (RankId r = 0; r < p; ++r) close(map_.memcpy(topo_.host_cpu(rank_gpu_[r])));

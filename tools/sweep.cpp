@@ -184,20 +184,24 @@ Simulated simulate_one(const Context& context, const Point& point, sched::Algori
 double copy_bandwidth(const topo::Router& router, const topo::Topology& topology, topo::NodeId gpu,
                       sched::CopyKind kind, sched::HostMemory host_memory) {
   const topo::NodeId cpu = topology.host_cpu(gpu);
-  // A pageable buffer is staged through the host's memcpy as well (docs/cost-model.md).
-  const double staging = host_memory == sched::HostMemory::pageable && cpu != topo::kNoNode
-                             ? topology.node(cpu).memcpy_bandwidth
-                             : kUnlimited;
+  // A pageable buffer is staged through the host's memcpy as well, at its weight
+  // (docs/cost-model.md).
+  const auto staging = [&](std::size_t direction) {
+    return host_memory == sched::HostMemory::pageable
+               ? topology.node(cpu).memcpy_bandwidth /
+                     topology.node(cpu).pageable_traffic[direction]
+               : kUnlimited;
+  };
   switch (kind) {
     case sched::CopyKind::d2d:
       // A device copy reads and writes every byte.
       return topology.node(gpu).memory_bandwidth / 2;
     case sched::CopyKind::d2h:
       return cpu == topo::kNoNode ? kUnlimited
-                                  : std::min(router.route(gpu, cpu).bandwidth, staging);
+                                  : std::min(router.route(gpu, cpu).bandwidth, staging(0));
     case sched::CopyKind::h2d:
       return cpu == topo::kNoNode ? kUnlimited
-                                  : std::min(router.route(cpu, gpu).bandwidth, staging);
+                                  : std::min(router.route(cpu, gpu).bandwidth, staging(1));
     case sched::CopyKind::host:
       return cpu == topo::kNoNode ? kUnlimited : topology.node(cpu).memcpy_bandwidth;
   }

@@ -489,9 +489,9 @@ std::optional<double> ObjectReader::ratio(std::string_view key) const {
   return x;
 }
 
-void ObjectReader::check_keys(std::initializer_list<std::string_view> allowed) const {
+void ObjectReader::check_keys(std::span<const std::string_view> allowed) const {
   if (object_ == nullptr) return;
-  std::vector<std::string_view> all(allowed);
+  std::vector<std::string_view> all(allowed.begin(), allowed.end());
   all.emplace_back("comment");
   all.emplace_back("sources");
   for (const auto& [key, value] : object_->items()) {

@@ -88,7 +88,10 @@ class ObjectReader {
 
   // Reports every key not in `allowed`; "comment" and "sources" are always allowed (citations)
   // and must be a string or an array of strings.
-  void check_keys(std::initializer_list<std::string_view> allowed) const;
+  void check_keys(std::initializer_list<std::string_view> allowed) const {
+    check_keys(std::span<const std::string_view>(allowed.begin(), allowed.size()));
+  }
+  void check_keys(std::span<const std::string_view> allowed) const;
 
  private:
   const json* object_ = nullptr;

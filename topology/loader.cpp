@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <unordered_map>
 
 #include "topology/build_state.hpp"
@@ -112,11 +113,12 @@ bool read_nodes(const json& entry, const std::string& ptr, DiagnosticSink& sink,
   if (!r.ok()) return false;
   if (in_template)
     r.check_keys({"name", "kind", "count", "model", "memory_bandwidth", "copy_engines", "alpha",
-                  "launch_latency", "event_latency", "reduce_traffic", "memcpy_bandwidth"});
+                  "launch_latency", "event_latency", "reduce_traffic", "memcpy_bandwidth",
+                  "pageable_traffic"});
   else
     r.check_keys({"name", "kind", "count", "server", "rack", "model", "memory_bandwidth",
                   "copy_engines", "alpha", "launch_latency", "event_latency", "reduce_traffic",
-                  "memcpy_bandwidth"});
+                  "memcpy_bandwidth", "pageable_traffic"});
   if (in_template)
     for (std::string_view key : {"server", "rack"})
       if (r.has(key))
@@ -146,6 +148,7 @@ bool read_nodes(const json& entry, const std::string& ptr, DiagnosticSink& sink,
                                "event_latency", "reduce_traffic"})
     ok &= only_on(key, NodeKind::gpu);
   ok &= only_on("memcpy_bandwidth", NodeKind::cpu);
+  ok &= only_on("pageable_traffic", NodeKind::cpu);
   const auto get_bw = [&](std::string_view key, double& field) {
     if (!r.has(key)) return;
     if (auto v = r.bandwidth(key))
@@ -165,23 +168,31 @@ bool read_nodes(const json& entry, const std::string& ptr, DiagnosticSink& sink,
   get_time("alpha", proto.alpha);
   get_time("launch_latency", proto.launch_latency);
   get_time("event_latency", proto.event_latency);
-  if (const json* traffic = r.get("reduce_traffic")) {
-    const ObjectReader t(*traffic, r.ptr("reduce_traffic"), r.sink(),
-                         "an object of bytes of memory traffic per byte reduced, by element type");
-    if (t.ok()) {
-      t.check_keys({"fp32", "fp16", "bf16"});
-      const std::string_view types[] = {"fp32", "fp16", "bf16"};
-      for (std::size_t i = 0; i < proto.reduce_traffic.size(); ++i)
-        if (t.has(types[i])) {
-          if (auto v = t.ratio(types[i]))
-            proto.reduce_traffic[i] = *v;
-          else
-            ok = false;
-        }
-    } else {
+  // An object of ratios by name, into the array of the same order.
+  const auto get_ratios = [&](std::string_view key, std::span<const std::string_view> names,
+                              std::span<double> field, const char* what) {
+    const json* object = r.get(key);
+    if (object == nullptr) return;
+    const ObjectReader t(*object, r.ptr(key), r.sink(), what);
+    if (!t.ok()) {
       ok = false;
+      return;
     }
-  }
+    t.check_keys(names);
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (t.has(names[i])) {
+        if (auto v = t.ratio(names[i]))
+          field[i] = *v;
+        else
+          ok = false;
+      }
+  };
+  constexpr std::string_view kDTypeNames[] = {"fp32", "fp16", "bf16"};
+  constexpr std::string_view kDirectionNames[] = {"d2h", "h2d"};
+  get_ratios("reduce_traffic", kDTypeNames, proto.reduce_traffic,
+             "an object of bytes of memory traffic per byte reduced, by element type");
+  get_ratios("pageable_traffic", kDirectionNames, proto.pageable_traffic,
+             "an object of bytes of memcpy traffic per byte copied, by direction");
   if (r.has("copy_engines")) {
     if (auto v = r.integer("copy_engines", 1, 1024))
       proto.copy_engines = static_cast<std::uint32_t>(*v);

@@ -65,6 +65,11 @@ struct Node {
 
   // CPU parameters.
   double memcpy_bandwidth = kUnlimited;  // bytes/s of host memcpy
+  // Bytes of memcpy traffic a copy to (d2h) and from (h2d) a pageable host buffer is charged per
+  // byte it moves, since the driver stages each byte through a pinned buffer: 1 for staging at
+  // the speed of a host memcpy, less where the driver's staging outruns it (calibrated from the
+  // d2h_pageable and h2d_pageable fits).
+  std::array<double, 2> pageable_traffic = {1, 1};
 };
 
 // One direction of a physical link. A duplex link in a file becomes two Links with the same

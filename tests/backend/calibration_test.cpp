@@ -170,6 +170,54 @@ TEST_CASE("calibration: the host backend runs every micro-plan", "[backend][cali
   CHECK(back.fits.size() == 13);
 }
 
+TEST_CASE("calibration: a pageable copy alone takes its own fit's time per byte",
+          "[backend][calibration]") {
+  // The host memcpy runs at 20 GB/s (the "host" fit), the PCIe links at 12 GB/s to the host and
+  // 13 GB/s from it. The driver's staging measured 6 GB/s to a pageable buffer, slower than
+  // both, and 25 GB/s from one, faster than the link (which then binds).
+  auto c = synthetic("T4");
+  add_line(c, "d2h_pageable", 20e-6, 1.0 / 6e9);
+  add_line(c, "h2d_pageable", 2e-6, 1.0 / 25e9);
+  fit_points(c);
+  auto t = small_box();
+  const auto report = apply_calibration(t, c);
+  const auto& cpu = t.node(t.find("cpu0"));
+  CHECK(cpu.pageable_traffic[0] == Approx(20.0 / 6.0));
+  CHECK(cpu.pageable_traffic[1] == Approx(20.0 / 25.0));
+  CHECK(std::count_if(report.changes.begin(), report.changes.end(), [](const std::string& s) {
+          return s.find("cpu0: pageable_traffic.d2h = 3.333") != std::string::npos;
+        }) == 1);  // one CPU, counted once for its two GPUs
+
+  const topo::Router router(t);
+  const Bytes bytes = Bytes{256} << 20;
+  const auto one_copy = [&](sched::BufferId src, sched::BufferId dst) {
+    sched::Plan plan;
+    plan.rank_gpu = {t.find("gpu0")};
+    plan.host_memory = sched::HostMemory::pageable;
+    sched::Op op;
+    op.kind = sched::OpKind::copy;
+    op.rank = 0;
+    op.src = {src, 0};
+    op.dst = {dst, 0};
+    op.bytes = bytes;
+    plan.add(op);
+    return sim::simulate(router, plan).time;
+  };
+  const double b = static_cast<double>(bytes);
+  CHECK(one_copy(sched::BufferId::input, sched::BufferId::host) == Approx(b / 6e9).epsilon(1e-12));
+  CHECK(one_copy(sched::BufferId::host, sched::BufferId::output) ==
+        Approx(b / 13e9).epsilon(1e-12));
+  // A topology without a memcpy bandwidth and no "host" fit cannot express the weight: the
+  // pageable fits leave it as it was.
+  auto no_host = c;
+  no_host.fits.erase(std::remove_if(no_host.fits.begin(), no_host.fits.end(),
+                                    [](const OpFit& f) { return f.op == "host"; }),
+                     no_host.fits.end());
+  auto unlimited = small_box();
+  apply_calibration(unlimited, no_host);
+  CHECK(unlimited.node(unlimited.find("cpu0")).pageable_traffic == std::array<double, 2>{1, 1});
+}
+
 TEST_CASE("calibration: a half-precision reduction slower than fp32 is charged more traffic",
           "[backend][calibration]") {
   auto c = synthetic("T4");

@@ -302,7 +302,8 @@ class CostChecker {
     flow.what = "host copy";
     const bool d2h = kind == sched::CopyKind::d2h;
     route(flow, router_.route(d2h ? gpu : cpu, d2h ? cpu : gpu, 0));
-    if (plan_.host_memory == sched::HostMemory::pageable) limited(flow, map_.memcpy(cpu), 1.0);
+    if (plan_.host_memory == sched::HostMemory::pageable)
+      limited(flow, map_.memcpy(cpu), topo_.node(cpu).pageable_traffic[d2h ? 0 : 1]);
     return flow;
   }
 

@@ -209,6 +209,30 @@ TEST_CASE("a rotation that does not map the run onto itself is refused, with the
     CHECK(r.rotation == 0);
     CHECK(r.symmetry_refused.find("reduce traffic") != std::string::npos);
   }
+  SECTION("one CPU whose pageable staging costs more than its peers'") {
+    // Four servers of one GPU each, whose network transfers are staged through their host
+    // memory: with pageable buffers every staging copy crosses its CPU's memcpy.
+    const topo::Topology staged = topo::parse_topology(R"({"name": "staged-4",
+      "servers": [{"name": "s{i}", "count": 4, "gpudirect_rdma": false}],
+      "nodes": [{"name": "g{i}", "count": 4, "kind": "gpu", "server": "s{i}"},
+        {"name": "c{i}", "count": 4, "kind": "cpu", "server": "s{i}", "memcpy_bandwidth": "8GB/s"},
+        {"name": "n{i}", "count": 4, "kind": "nic", "server": "s{i}"},
+        {"name": "sw", "kind": "switch"}],
+      "links": [{"from": "g{i}", "to": "c{i}", "count": 4, "kind": "pcie", "bandwidth": "16GB/s"},
+        {"from": "c{i}", "to": "n{i}", "count": 4, "kind": "pcie", "bandwidth": "16GB/s"},
+        {"from": "n{i}", "to": "sw", "count": 4, "kind": "network", "bandwidth": "100Gb/s"}]})",
+                                                       "staged-4.json");
+    PlanRequest req = request(Algorithm::ring, Collective::allreduce, 2 * MiB, 2);
+    req.host_memory = HostMemory::pageable;
+    CHECK(check_same_run(topo::Router(staged), req) == 1);
+    topo::Topology slow = staged;
+    slow.node(slow.find("c2")).pageable_traffic = {1.5, 1};
+    const topo::Router router(slow);
+    const sim::Result r = sim::simulate(router, req, symmetric());
+    CHECK(r.rotation == 0);
+    CHECK(r.symmetry_refused.find("pageable traffic") != std::string::npos);
+    CHECK(test::same_double(r.time, sim::simulate(router, req).time));
+  }
   SECTION("a rotated plan run on a topology it does not fit") {
     const topo::Router router(t);  // ECMP off, but rotating by one server crosses leaf groups
     PlanRequest req = request(Algorithm::ring, Collective::allreduce, 2 * MiB, 1);

@@ -312,6 +312,37 @@ TEST_CASE("a pageable host buffer also drains through the host's memcpy", "[sim]
   CHECK(sim::simulate(router, shared).time == Approx(1.5e9 / 5e9).epsilon(1e-12));
 }
 
+TEST_CASE("a pageable copy is charged its direction's traffic on the host's memcpy",
+          "[sim][contention]") {
+  // C = 6 GB/s of memcpy; the driver's staging charged 1.5 bytes of it per byte to the host and
+  // 0.5 per byte from it (pageable_traffic): d2h drains at C / 1.5 = 4 GB/s, under the PCIe link's
+  // 10 GB/s; h2d would at C / 0.5 = 12 GB/s, so the link's 10 GB/s binds.
+  topo::Topology t;
+  const auto g = add_gpu(t, "gpu0");
+  const auto c = add_node(t, "cpu0", topo::NodeKind::cpu);
+  t.node(c).memcpy_bandwidth = 6e9;
+  t.node(c).pageable_traffic = {1.5, 0.5};
+  add_duplex(t, g, c, 10e9, 0, topo::LinkKind::pcie);
+  topo::finalize(t);
+  topo::Router router(t);
+  const Bytes s = 1'200'000'000;
+  auto copy = [&](BufferId src, BufferId dst, std::size_t copies) {
+    sched::Plan plan;
+    plan.rank_gpu = {g};
+    plan.host_memory = sched::HostMemory::pageable;
+    for (std::size_t i = 0; i < copies; ++i)
+      plan.add(copy_op(0, src, dst, s, static_cast<sched::StreamId>(i)));
+    return sim::simulate(router, plan).time;
+  };
+  CHECK(copy(BufferId::input, BufferId::host, 1) == Approx(1.2e9 / 4e9).epsilon(1e-12));
+  CHECK(copy(BufferId::host, BufferId::output, 1) == Approx(1.2e9 / 10e9).epsilon(1e-12));
+  // Two h2d copies at once: the link gives each 5 GB/s, and their 2 x 0.5 bytes of memcpy per
+  // byte fit in C, so the link still binds.
+  CHECK(copy(BufferId::host, BufferId::output, 2) == Approx(2.4e9 / 10e9).epsilon(1e-12));
+  // Three d2h copies share the memcpy: 3 x 1.5 bytes per byte at C.
+  CHECK(copy(BufferId::input, BufferId::host, 3) == Approx(3 * 1.5 * 1.2e9 / 6e9).epsilon(1e-12));
+}
+
 TEST_CASE("reductions on one GPU share its memory bandwidth", "[sim][contention]") {
   topo::Topology t;
   const auto g = add_gpu(t, "gpu0");

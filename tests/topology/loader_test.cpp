@@ -177,6 +177,29 @@ TEST_CASE("reduce traffic by element type") {
   CHECK(has_error(ds, "/nodes/1/reduce_traffic", {"applies to gpu nodes only"}));
 }
 
+TEST_CASE("pageable traffic by direction, on CPUs") {
+  const std::string box = R"({"nodes": [{"name": "g", "kind": "gpu"}, {"name": "c", "kind": "cpu",
+      "memcpy_bandwidth": "10GB/s", "pageable_traffic": PT}],
+    "links": [{"from": "g", "to": "c", "kind": "pcie"}]})";
+  const auto with = [&](std::string_view traffic) {
+    std::string s = box;
+    s.replace(s.find("PT"), 2, traffic);
+    return s;
+  };
+  const Topology t = parse_topology(with(R"({"d2h": 1.25, "h2d": "3:4"})"), "t.json");
+  CHECK(t.node(t.find("c")).pageable_traffic == std::array<double, 2>{1.25, 0.75});
+  CHECK(parse_topology(with(R"({"h2d": 2})"), "t.json").node(1).pageable_traffic ==
+        std::array<double, 2>{1, 2});  // d2h keeps the default
+  CHECK(has_error(errors_of(with(R"({"to_host": 2})")), "/nodes/1/pageable_traffic/to_host",
+                  {"known keys: d2h, h2d"}));
+  CHECK(
+      has_error(errors_of(with(R"({"d2h": -1})")), "/nodes/1/pageable_traffic/d2h", {"positive"}));
+  CHECK(has_error(errors_of(with("2")), "/nodes/1/pageable_traffic",
+                  {"expected an object of bytes of memcpy traffic per byte copied"}));
+  CHECK(has_error(errors_of(two_gpus(R"(, "pageable_traffic": {"d2h": 2})")),
+                  "/nodes/0/pageable_traffic", {"applies to cpu nodes only"}));
+}
+
 TEST_CASE("parameters only on the kinds they belong to") {
   const auto ds =
       errors_of(R"({"nodes": [{"name": "g0", "kind": "gpu", "memcpy_bandwidth": "1GB/s"},
