@@ -112,6 +112,10 @@ TEST_CASE("model terms: copy bytes over the copy path and sent bytes over the ro
   plan.host_memory = sched::HostMemory::pageable;
   CHECK(model_terms(slow_router, plan).copy == Approx(0.25));
   CHECK(model_terms(router, plan).copy == Approx(0.1));  // an unlimited memcpy changes nothing
+  // Staging charged 1.25 bytes of memcpy per byte to the host: 1 GB at 4 / 1.25 GB/s.
+  slow_memcpy.node(slow_memcpy.find("cpu0")).pageable_traffic = {1.25, 1};
+  const topo::Router weighted(slow_memcpy);
+  CHECK(model_terms(weighted, plan).copy == Approx(0.3125));
 }
 
 TEST_CASE("model terms summed batch by batch, as a streamed plan drops its ops, are the same",
