@@ -20,7 +20,7 @@ constexpr const char* kTemplated = R"({"name": "small",
   "templates": {"box": {"p2p": false, "nodes": [
       {"name": "gpu{i}", "count": 2, "kind": "gpu", "memory_bandwidth": "900GB/s", "model": "M"},
       {"name": "sw", "kind": "pcie_switch"},
-      {"name": "cpu", "kind": "cpu", "memcpy_bandwidth": "10GB/s"},
+      {"name": "cpu", "kind": "cpu", "memcpy_bandwidth": "10GB/s", "pageable_traffic": {"h2d": 0.75}},
       {"name": "nic{i}", "count": 2, "kind": "nic"}],
     "links": [{"from": "gpu{i}", "to": "sw", "count": 2, "kind": "pcie", "bandwidth": "32GB/s", "latency": "100ns"},
               {"from": "nic{i}", "to": "sw", "count": 2, "kind": "pcie", "bandwidth": "32GB/s", "latency": "100ns"},
@@ -41,19 +41,22 @@ constexpr const char* kExplicit = R"({"name": "small",
     {"name": "s0/gpu0", "kind": "gpu", "server": "s0", "memory_bandwidth": "900GB/s", "model": "M"},
     {"name": "s0/gpu1", "kind": "gpu", "server": "s0", "memory_bandwidth": "900GB/s", "model": "M"},
     {"name": "s0/sw", "kind": "pcie_switch", "server": "s0"},
-    {"name": "s0/cpu", "kind": "cpu", "server": "s0", "memcpy_bandwidth": "10GB/s"},
+    {"name": "s0/cpu", "kind": "cpu", "server": "s0", "memcpy_bandwidth": "10GB/s",
+     "pageable_traffic": {"h2d": 0.75}},
     {"name": "s0/nic0", "kind": "nic", "server": "s0"},
     {"name": "s0/nic1", "kind": "nic", "server": "s0"},
     {"name": "s1/gpu0", "kind": "gpu", "server": "s1", "memory_bandwidth": "900GB/s", "model": "M"},
     {"name": "s1/gpu1", "kind": "gpu", "server": "s1", "memory_bandwidth": "900GB/s", "model": "M"},
     {"name": "s1/sw", "kind": "pcie_switch", "server": "s1"},
-    {"name": "s1/cpu", "kind": "cpu", "server": "s1", "memcpy_bandwidth": "10GB/s"},
+    {"name": "s1/cpu", "kind": "cpu", "server": "s1", "memcpy_bandwidth": "10GB/s",
+     "pageable_traffic": {"h2d": 0.75}},
     {"name": "s1/nic0", "kind": "nic", "server": "s1"},
     {"name": "s1/nic1", "kind": "nic", "server": "s1"},
     {"name": "s2/gpu0", "kind": "gpu", "server": "s2", "memory_bandwidth": "900GB/s", "model": "M"},
     {"name": "s2/gpu1", "kind": "gpu", "server": "s2", "memory_bandwidth": "900GB/s", "model": "M"},
     {"name": "s2/sw", "kind": "pcie_switch", "server": "s2"},
-    {"name": "s2/cpu", "kind": "cpu", "server": "s2", "memcpy_bandwidth": "10GB/s"},
+    {"name": "s2/cpu", "kind": "cpu", "server": "s2", "memcpy_bandwidth": "10GB/s",
+     "pageable_traffic": {"h2d": 0.75}},
     {"name": "s2/nic0", "kind": "nic", "server": "s2"},
     {"name": "s2/nic1", "kind": "nic", "server": "s2"},
     {"name": "fabric/rail0/leaf0", "kind": "switch"},
@@ -115,6 +118,7 @@ void check_same_graph(const Topology& a, const Topology& b) {
     CHECK(x.model == y.model);
     CHECK(x.memory_bandwidth == y.memory_bandwidth);
     CHECK(x.memcpy_bandwidth == y.memcpy_bandwidth);
+    CHECK(x.pageable_traffic == y.pageable_traffic);
     CHECK(x.copy_engines == y.copy_engines);
     CHECK(x.alpha == y.alpha);
     CHECK(x.launch_latency == y.launch_latency);
