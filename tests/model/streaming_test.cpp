@@ -301,3 +301,26 @@ TEST_CASE("requests that cannot stream come whole, in one batch", "[model][strea
   req.collective = Collective::broadcast;
   CHECK_FALSE(streams(req, 8));
 }
+
+TEST_CASE("streamed runs whose copies may wait for an engine run as the whole plan",
+          "[model][streaming]") {
+  for (const char* file : {"hetero-rack.json", "t4x4-pcie.json"})
+    for (std::uint32_t engines : {1u, 2u, 3u}) {
+      topo::Topology t = topo::load_topology(test::config_path(file));
+      for (topo::NodeId g : t.gpus()) t.node(g).copy_engines = engines;
+      const topo::Router router(t);
+      for (Algorithm a : {Algorithm::ring, Algorithm::hier})
+        for (HostMemory memory : {HostMemory::pinned, HostMemory::pageable})
+          for (std::uint32_t k : {1u, 3u, 8u}) {
+            PlanRequest req;
+            req.algorithm = a;
+            req.size = 48 * MiB + 4 * 48 * 7;
+            req.chunks = k;
+            req.host_memory = memory;
+            INFO(fmt::format("{} {} engines, {} k={} {}", file, engines, to_string(a), k,
+                             to_string(memory)));
+            if (!sim::streams_exactly(router, req)) continue;
+            check_streams_exactly(router, req);
+          }
+    }
+}
