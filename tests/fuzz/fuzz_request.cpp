@@ -13,6 +13,7 @@
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -110,11 +111,18 @@ void on_uniform(sched::PlanRequest r, sched::RankId p, const sched::UniformCosts
 }
 
 struct Shipped {
+  static topo::Topology load(const char* file, std::array<double, 2> staging) {
+    topo::Topology t = topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/" + file);
+    for (topo::NodeId n = 0; n < t.num_nodes(); ++n)
+      if (t.node(n).kind == topo::NodeKind::cpu) t.node(n).pageable_traffic = staging;
+    return t;
+  }
   topo::Topology topology;
   topo::Router router;
   test::ScaledMachine slower;  // twice every duration, half every bandwidth
-  explicit Shipped(const char* file, bool ecmp)
-      : topology(topo::load_topology(std::string(COLLSIM_SOURCE_DIR) + "/configs/" + file)),
+  // `staging`: every CPU's pageable_traffic, as a calibration sets it.
+  explicit Shipped(const char* file, bool ecmp, std::array<double, 2> staging = {1, 1})
+      : topology(load(file, staging)),
         router(topology, topo::RoutingOptions{.ecmp = ecmp}),
         slower(topology, test::kTwiceTheTime, topo::RoutingOptions{.ecmp = ecmp}) {}
 };
@@ -182,7 +190,7 @@ void on_shipped(const Shipped& m, sched::PlanRequest r, sched::RankId p, bool re
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const Shipped machines[] = {
       Shipped("dgx-h100.json", false), Shipped("hetero-rack.json", false),
-      Shipped("t4x4-pcie.json", false), Shipped("cluster-1024.json", true)};
+      Shipped("t4x4-pcie.json", false, {1.25, 0.75}), Shipped("cluster-1024.json", true)};
   // The costs of tests/model/closed_form_test.cpp: transfer-bound, reduction-bound, bandwidth
   // only.
   static const sched::UniformCosts costs[] = {{1e-6, 0.5e-6, 10e9, 2e-6, 200e9},
