@@ -623,9 +623,14 @@ TEST_CASE("the messages in docs/errors.md are what collsim prints", "[cli][docs]
   CHECK(examples >= 10);
 }
 
-TEST_CASE("the examples in docs/cli.md run", "[cli][docs]") {
-  // Every line of the document that starts with "$ collsim " is run from a scratch folder that
-  // sees the repository's configs/ and tests/ so that examples may write files freely.
+namespace {
+
+// Every command of a document that starts with `prompt`, with its continuation lines (those
+// after a line that ends with a backslash), is run from a scratch folder that sees the
+// repository's configs/, tests/ and tools/, so that examples may write files freely. Commands
+// for which `skip` is true are not run. Returns how many ran.
+std::size_t run_document_commands(const std::string& document, const std::string& prompt,
+                                  const std::function<bool(const std::string&)>& skip = {}) {
   const auto dir = scratch_dir() / "docs";
   std::filesystem::create_directories(dir);
   for (const char* sub : {"configs", "tests", "tools"}) {
@@ -634,22 +639,35 @@ TEST_CASE("the examples in docs/cli.md run", "[cli][docs]") {
       std::filesystem::create_directory_symlink(std::filesystem::path(COLLSIM_SOURCE_DIR) / sub,
                                                 link);
   }
-  std::istringstream doc(read_file(std::filesystem::path(COLLSIM_SOURCE_DIR) / "docs" / "cli.md"));
+  std::istringstream doc(read_file(std::filesystem::path(COLLSIM_SOURCE_DIR) / document));
   std::string line;
-  std::size_t examples = 0;
+  std::size_t ran = 0;
   while (std::getline(doc, line)) {
-    const std::string prompt = "$ collsim ";
     if (line.rfind(prompt, 0) != 0) continue;
     std::string args = line.substr(prompt.size());
-    // Continuation lines end with a backslash.
     while (!args.empty() && args.back() == '\\' && std::getline(doc, line)) {
       args.pop_back();
       args += line;
     }
+    if (skip && skip(args)) continue;
     const auto r = run_cli(args, dir.string());
-    INFO("collsim " << args << "\nstderr: " << r.err);
+    INFO(document << ": collsim " << args << "\nstderr: " << r.err);
     CHECK(r.status == 0);
-    ++examples;
+    ++ran;
   }
-  CHECK(examples >= 5);
+  return ran;
+}
+
+}  // namespace
+
+TEST_CASE("the examples in docs/cli.md run", "[cli][docs]") {
+  CHECK(run_document_commands("docs/cli.md", "$ collsim ") >= 5);
+}
+
+TEST_CASE("the commands of README.md run", "[cli][docs]") {
+  // The device's commands need a GPU, which no test assumes.
+  const auto on_device = [](const std::string& args) {
+    return args.find("--backend cuda") != std::string::npos;
+  };
+  CHECK(run_document_commands("README.md", "build/release/tools/collsim ", on_device) >= 6);
 }
