@@ -7,13 +7,19 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "sim/engine.hpp"
 #include "tools/commands.hpp"
 #include "tools/resource_guard.hpp"
+#include "tools/run_extras.hpp"
 #include "tools/value_lists.hpp"
 #include "topology/dot.hpp"
 #include "topology/error.hpp"
@@ -53,6 +59,59 @@ std::string links_by_kind(const Topology& t) {
   return out;
 }
 
+std::string ratios(std::span<const std::string_view> names, std::span<const double> values) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += fmt::format("{}{} {:.4g}", i == 0 ? "" : ", ", names[i], values[i]);
+  return out;
+}
+
+// What the cost model reads of a GPU or a CPU, in words: nodes that print the same have the
+// same parameters.
+std::string parameters(const Topology& t, const topo::Node& n) {
+  constexpr std::string_view kDTypes[] = {"fp32", "fp16", "bf16"};
+  constexpr std::string_view kDirections[] = {"d2h", "h2d"};
+  if (n.kind == topo::NodeKind::cpu)
+    return fmt::format("memcpy {}  pageable traffic {}", format_bandwidth(n.memcpy_bandwidth),
+                       ratios(kDirections, n.pageable_traffic));
+  return fmt::format(
+      "model {}  memory {}{}  copy engines {}  alpha {}  launch {}  event {}  reduce traffic {}",
+      n.model.empty() ? std::string("(none)") : "\"" + n.model + "\"",
+      format_bandwidth(n.memory_bandwidth),
+      n.memory_owner == topo::kNoNode ? "" : " (of " + t.node(n.memory_owner).name + ")",
+      n.copy_engines == 0 ? std::string("unlimited") : std::to_string(n.copy_engines),
+      format_duration(n.alpha), format_duration(n.launch_latency), format_duration(n.event_latency),
+      ratios(kDTypes, n.reduce_traffic));
+}
+
+// The GPUs' and CPUs' parameters, one line for each distinct set, in the order of the set's
+// first node, with how many nodes have it and the first one's name.
+std::string parameter_lines(const Topology& t) {
+  std::string out;
+  for (const topo::NodeKind kind : {topo::NodeKind::gpu, topo::NodeKind::cpu}) {
+    std::vector<std::pair<std::string, std::pair<std::size_t, NodeId>>> sets;
+    std::map<std::string, std::size_t> index;
+    std::size_t nodes = 0;
+    for (NodeId id = 0; id < t.num_nodes(); ++id) {
+      const topo::Node& n = t.node(id);
+      if (n.kind != kind) continue;
+      ++nodes;
+      std::string text = parameters(t, n);
+      const auto [it, added] = index.try_emplace(text, sets.size());
+      if (added) sets.push_back({std::move(text), {0, id}});
+      ++sets[it->second].second.first;
+    }
+    if (nodes == 0) continue;
+    const std::string what = kind == topo::NodeKind::gpu ? "GPU" : "CPU";
+    out += fmt::format("{} parameters ({} {}{}, {} distinct):\n", topo::to_string(kind), nodes,
+                       what, nodes == 1 ? "" : "s", sets.size());
+    for (const auto& [text, seen] : sets)
+      out += fmt::format("  {:>6} {}{} like {}: {}\n", seen.first, what, seen.first == 1 ? "" : "s",
+                         t.node(seen.second).name, text);
+  }
+  return out;
+}
+
 struct ClassStats {
   std::size_t pairs = 0;
   double min_bw = kUnlimited, max_bw = 0;
@@ -60,11 +119,14 @@ struct ClassStats {
   std::size_t min_hops = 0, max_hops = 0;
 };
 
-void show(const std::string& file, std::uint64_t max_memory) {
-  const Topology t = load_topology(file, max_memory);
+void show(const std::string& file, const std::string& calibration, std::uint64_t max_memory) {
+  Topology t = load_topology(file, max_memory);
+  const std::string calibrated =
+      calibration.empty() ? std::string() : apply_calibration_file(t, calibration);
   const topo::Router router(t);
   std::string out;
   out += fmt::format("topology: {} ({})\n", t.name(), file);
+  if (!calibrated.empty()) out += fmt::format("calibration: {}\n", calibrated);
   out += fmt::format("nodes: {} ({})\n", t.num_nodes(), counts_by_kind(t));
   out += fmt::format("links: {} directed ({})\n", t.num_links(), links_by_kind(t));
   std::size_t p2p = 0, rdma = 0;
@@ -75,6 +137,7 @@ void show(const std::string& file, std::uint64_t max_memory) {
   out +=
       fmt::format("servers: {} (p2p on {}, gpudirect_rdma on {})\n", t.servers().size(), p2p, rdma);
   out += fmt::format("racks: {}\n", t.racks().size());
+  out += parameter_lines(t);
 
   const auto& gpus = t.gpus();
   const bool all_pairs = gpus.size() <= kAllPairsLimit;
@@ -229,11 +292,17 @@ void add_topo_commands(CLI::App& app) {
   auto max_memory = std::make_shared<std::string>();
   CLI::App* show_cmd = topo_cmd->add_subcommand(
       "show",
-      "Counts by kind, servers, racks, bandwidth per path class between GPU pairs, and "
-      "the diameter in hops and latency");
+      "Counts by kind, servers, racks, the GPUs' and CPUs' parameters, bandwidth per path class "
+      "between GPU pairs, and the diameter in hops and latency");
   show_cmd->add_option("FILE", *file, "Topology JSON file (docs/topology-format.md)")->required();
+  auto calibration = std::make_shared<std::string>();
+  show_cmd->add_option("--calibration", *calibration,
+                       "Calibration JSON from collsim calibrate; shows the parameters it gives "
+                       "the matching GPUs, as run and sweep would simulate them");
   add_max_memory_option(*show_cmd, *max_memory);
-  show_cmd->callback([file, max_memory] { show(*file, max_memory_limit(*max_memory)); });
+  show_cmd->callback([file, calibration, max_memory] {
+    show(*file, *calibration, max_memory_limit(*max_memory));
+  });
 
   CLI::App* validate_cmd = topo_cmd->add_subcommand(
       "validate", "Check a topology file; prints \"ok: ...\" or every problem found (exit 2)");

@@ -101,6 +101,40 @@ TEST_CASE("topo show is deterministic and counts by kind") {
   CHECK(a.out.find("diameter: 6 hops") != std::string::npos);
 }
 
+TEST_CASE("topo show lists each distinct set of GPU and CPU parameters") {
+  const Run rack = run("topo show " + config("hetero-rack.json"));
+  REQUIRE(rack.status == 0);
+  CHECK(rack.out.find("gpu parameters (16 GPUs, 2 distinct):\n"
+                      "       8 GPUs like hgx0/gpu0: model \"A100-SXM4-80GB\"  memory 2.039 TB/s  "
+                      "copy engines 3  alpha 5 us  launch 4 us  event 0 s  reduce traffic fp32 3, "
+                      "fp16 3, bf16 3\n"
+                      "       8 GPUs like a10box0/gpu0: model \"A10\"  memory 600 GB/s") !=
+        std::string::npos);
+  CHECK(rack.out.find(
+            "cpu parameters (4 CPUs, 1 distinct):\n"
+            "       4 CPUs like hgx0/cpu0: memcpy 10 GB/s  pageable traffic d2h 1, h2d 1") !=
+        std::string::npos);
+  // With a calibration, the parameters a run would simulate: the H200's of 2026-11-30, its
+  // pageable copies charged 10.9 and 12.3 GB/s against the host fit's 7.85 GB/s.
+  const std::string calibration =
+      std::string(COLLSIM_SOURCE_DIR) + "/docs/data/h200-2026-11-30/calibration.json";
+  const Run h200 =
+      run("topo show " + config("one-gpu-4ranks.json") + " --calibration " + calibration);
+  REQUIRE(h200.status == 0);
+  CHECK(h200.out.find("calibration: " + calibration + " (cuda backend, device \"NVIDIA H200\"") !=
+        std::string::npos);
+  CHECK(h200.out.find("4 GPUs like rank0: model \"NVIDIA H200\"  memory 5.04388 TB/s") !=
+        std::string::npos);
+  CHECK(h200.out.find("1 CPU like cpu0: memcpy 7.84889 GB/s  pageable traffic d2h 0.7206, "
+                      "h2d 0.6402") != std::string::npos);
+  const Run uncalibrated = run("topo show " + config("one-gpu-4ranks.json"));
+  CHECK(uncalibrated.out.find("memcpy unlimited  pageable traffic d2h 1, h2d 1") !=
+        std::string::npos);
+  const Run wrong = run("topo show " + config("dgx-h100.json") + " --calibration " + calibration);
+  CHECK(wrong.status == 2);
+  CHECK(wrong.out.find("\"NVIDIA H200\"") != std::string::npos);
+}
+
 TEST_CASE("topo dot and --help") {
   const Run dot = run("topo dot " + config("t4x4-pcie.json"));
   CHECK(dot.status == 0);
