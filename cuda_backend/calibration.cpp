@@ -314,6 +314,19 @@ Calibration parse_calibration(std::string_view text, const std::string& file) {
   return c;
 }
 
+namespace {
+
+// The bytes of traffic per byte that make an op alone take its fit's time per byte on a resource
+// of `bandwidth`: beta x bandwidth. Left as it was where the fit or the bandwidth cannot say.
+void set_traffic(double& traffic, const OpFit* fit, double bandwidth, const std::string& what,
+                 ApplyReport& report) {
+  if (!fit || !(fit->fit.beta > 0) || !(bandwidth < kUnlimited)) return;
+  traffic = std::clamp(fit->fit.beta * bandwidth, kMinTraffic, kMaxTraffic);
+  report.changes.push_back(fmt::format("{} = {:.3f}", what, traffic));
+}
+
+}  // namespace
+
 ApplyReport apply_calibration(topo::Topology& topology, const Calibration& c,
                               const std::string& file) {
   ApplyReport report;
@@ -363,15 +376,10 @@ ApplyReport apply_calibration(topo::Topology& topology, const Calibration& c,
     }
     // A half-precision reduction slower than the fp32 one per byte is charged more memory
     // traffic per byte, so that alone it takes its own measured time.
-    for (const auto& [index, fit] :
-         {std::pair{std::size_t{1}, reduce_fp16}, std::pair{std::size_t{2}, reduce_bf16}}) {
-      if (!fit || !(fit->fit.beta > 0) || !(node.memory_bandwidth < kUnlimited)) continue;
-      node.reduce_traffic[index] =
-          std::clamp(fit->fit.beta * node.memory_bandwidth, kMinTraffic, kMaxTraffic);
-      report.changes.push_back(fmt::format("{}: reduce_traffic.{} = {:.3f}", node.name,
-                                           index == 1 ? "fp16" : "bf16",
-                                           node.reduce_traffic[index]));
-    }
+    set_traffic(node.reduce_traffic[1], reduce_fp16, node.memory_bandwidth,
+                node.name + ": reduce_traffic.fp16", report);
+    set_traffic(node.reduce_traffic[2], reduce_bf16, node.memory_bandwidth,
+                node.name + ": reduce_traffic.bf16", report);
     if (event && empty) {
       // The "event" micro-plan is the "empty" one plus a second stream that waits for it.
       node.event_latency = std::max(0.0, event->fit.alpha - empty->fit.alpha);
@@ -400,15 +408,10 @@ ApplyReport apply_calibration(topo::Topology& topology, const Calibration& c,
     // "host" micro-plan (a copy between two pinned buffers) does not measure: a pageable copy is
     // charged so that alone, where the staging is slower than the PCIe link, it takes its own
     // measured time per byte.
-    for (const auto& [direction, fit] :
-         {std::pair{std::size_t{0}, d2h_pageable}, std::pair{std::size_t{1}, h2d_pageable}}) {
-      if (!fit || !(fit->fit.beta > 0) || !(host_cpu.memcpy_bandwidth < kUnlimited)) continue;
-      host_cpu.pageable_traffic[direction] =
-          std::clamp(fit->fit.beta * host_cpu.memcpy_bandwidth, kMinTraffic, kMaxTraffic);
-      report.changes.push_back(fmt::format("{}: pageable_traffic.{} = {:.3f}", host_cpu.name,
-                                           direction == 0 ? "d2h" : "h2d",
-                                           host_cpu.pageable_traffic[direction]));
-    }
+    set_traffic(host_cpu.pageable_traffic[0], d2h_pageable, host_cpu.memcpy_bandwidth,
+                host_cpu.name + ": pageable_traffic.d2h", report);
+    set_traffic(host_cpu.pageable_traffic[1], h2d_pageable, host_cpu.memcpy_bandwidth,
+                host_cpu.name + ": pageable_traffic.h2d", report);
   }
   return report;
 }

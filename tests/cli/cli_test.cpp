@@ -27,6 +27,22 @@ std::size_t column(const std::vector<std::string>& header, const std::string& na
   return 0;
 }
 
+// The CSV rows of a sweep that must succeed, each as its fields `names` joined by spaces.
+std::vector<std::string> sweep_rows(const std::string& args,
+                                    std::initializer_list<const char*> names) {
+  const auto r = run_cli("sweep " + args + " --format csv --no-wall");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto rows = csv_rows(r.out);
+  std::vector<std::string> out;
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    std::string key;
+    for (const char* name : names) key += (key.empty() ? "" : " ") + rows[i][column(rows[0], name)];
+    out.push_back(key);
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("run prints the golden table", "[cli][golden]") {
@@ -227,54 +243,30 @@ TEST_CASE("sweeps of the shipped configs give the same CSV with 1 and 2 threads"
 
 TEST_CASE("sweep rows come in input order: chunks fastest then sizes then algorithms",
           "[cli][sweep]") {
-  const auto r = run_cli("sweep " + kFour +
-                         " --algo ring,direct --size 1KiB,4KiB --chunks 2,1 --format csv --no-wall "
-                         "--jobs 2");
-  INFO(r.err);
-  REQUIRE(r.status == 0);
-  const auto rows = csv_rows(r.out);
-  REQUIRE(rows.size() == 9);
-  const std::size_t algo = column(rows[0], "algo");
-  const std::size_t size = column(rows[0], "size_bytes");
-  const std::size_t k = column(rows[0], "chunks");
   const std::vector<std::string> expect = {"ring 1024 2",   "ring 1024 1",   "ring 4096 2",
                                            "ring 4096 1",   "direct 1024 2", "direct 1024 1",
                                            "direct 4096 2", "direct 4096 1"};
-  for (std::size_t i = 0; i < expect.size(); ++i)
-    CHECK(rows[i + 1][algo] + " " + rows[i + 1][size] + " " + rows[i + 1][k] == expect[i]);
+  CHECK(sweep_rows(kFour + " --algo ring,direct --size 1KiB,4KiB --chunks 2,1 --jobs 2",
+                   {"algo", "size_bytes", "chunks"}) == expect);
 }
 
 TEST_CASE("a sweep's --algo all is every algorithm that implements each collective",
           "[cli][sweep]") {
   // The DGX is one server, which hier needs; on a topology without servers its row would fail.
-  const auto r = run_cli(
-      "sweep --topology configs/dgx-h100.json"
-      " --algo all --collective allreduce,alltoall,broadcast --size 64KiB "
-      "--format csv --no-wall");
-  INFO(r.err);
-  REQUIRE(r.status == 0);
-  const auto rows = csv_rows(r.out);
-  const std::size_t collective = column(rows[0], "collective");
-  const std::size_t algo = column(rows[0], "algo");
-  std::vector<std::string> got;
-  for (std::size_t i = 1; i < rows.size(); ++i)
-    got.push_back(rows[i][collective] + " " + rows[i][algo]);
   const std::vector<std::string> expect = {
       "allreduce ring", "allreduce tree",   "allreduce rhd",    "allreduce rd",
       "allreduce hier", "allreduce direct", "allreduce naive",  "alltoall direct",
       "broadcast ring", "broadcast tree",   "broadcast direct", "broadcast naive"};
-  CHECK(got == expect);
-  // Named algorithms keep their place, and "all" adds the others once, after them.
-  const auto named = run_cli("sweep " + kFour +
-                             " --algo direct,all,auto --collective reduce_scatter --size 64KiB "
-                             "--format csv --no-wall");
-  INFO(named.err);
-  REQUIRE(named.status == 0);
-  const auto named_rows = csv_rows(named.out);
-  REQUIRE(named_rows.size() == 4);
-  CHECK(named_rows[1][algo] == "direct");
-  CHECK(named_rows[2][algo] == "ring");
-  CHECK(named_rows[3][collective] == "reduce_scatter");
+  CHECK(sweep_rows("--topology configs/dgx-h100.json --algo all "
+                   "--collective allreduce,alltoall,broadcast --size 64KiB",
+                   {"collective", "algo"}) == expect);
+  // Named algorithms keep their place, and "all" adds the others once, after them; auto's row
+  // names what it picked.
+  const auto named = sweep_rows(
+      kFour + " --algo direct,all,auto --collective reduce_scatter --size 64KiB", {"algo"});
+  REQUIRE(named.size() == 3);
+  CHECK(named[0] == "direct");
+  CHECK(named[1] == "ring");
   // run simulates one algorithm: "all" is refused there, with what to give instead.
   const auto one = run_cli("run " + kFour + " --algo all --size 64KiB");
   CHECK(one.status == 2);
