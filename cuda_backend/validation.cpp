@@ -111,6 +111,7 @@ ValidationReport validation_rows(Executor* executor, const topo::Topology& topol
     req.size = v.size;
     req.chunks = v.k;
     req.dtype = options.dtype;
+    req.host_memory = options.host_memory;
     req.ranks = ranks;
     try {
       return sched::generate(router, req);

@@ -28,6 +28,7 @@ struct ValidationOptions {
   std::vector<sched::Algorithm> algorithms = {sched::Algorithm::naive, sched::Algorithm::ring};
   sched::DType dtype = sched::DType::fp32;                      // of every row
   sched::Collective collective = sched::Collective::allreduce;  // of every row
+  sched::HostMemory host_memory = sched::HostMemory::pinned;     // of every row's staging
   std::uint32_t warmup = 1;
   std::uint32_t repetitions = 3;
   // Make every transfer wait its route's latency + bytes / bottleneck bandwidth, so that the

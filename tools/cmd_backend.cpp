@@ -49,6 +49,7 @@ struct ValidateOptions {
   std::string algos = "naive,ring";
   std::string dtype = "fp32";
   std::string collective = "allreduce";
+  std::string host_memory = "pinned";
   std::uint32_t ranks = 4;
   std::uint32_t reps = 3;
   std::uint32_t warmup = 1;
@@ -156,6 +157,7 @@ void validate(const ValidateOptions& o) {
   vo.collective = parse_collective(o.collective, "--collective");
   vo.algorithms = validation_algorithms(o.algos, vo.collective, o.ranks);
   vo.dtype = parse_dtype(o.dtype, "--dtype");
+  vo.host_memory = parse_host_memory(o.host_memory, "--host-memory");
   vo.ranks = o.ranks;
   vo.repetitions = o.reps;
   vo.warmup = o.warmup;
@@ -184,10 +186,12 @@ void validate(const ValidateOptions& o) {
         "note: the host backend runs on this CPU with threads and memcpy; its timings "
         "are what this machine gives and say little about a GPU\n");
   std::printf(
-      "validating %s on %s: %u virtual ranks of %s, %s, calibration %s, synthetic links %s\n",
+      "validating %s on %s: %u virtual ranks of %s, %s, %s host memory, calibration %s, "
+      "synthetic links %s\n",
       std::string(sched::to_string(vo.collective)).c_str(), executor->device().name.c_str(),
       vo.ranks, o.topology.c_str(), std::string(sched::to_string(vo.dtype)).c_str(),
-      calibration_note.c_str(), vo.inject_links ? "on" : "off");
+      std::string(sched::to_string(vo.host_memory)).c_str(), calibration_note.c_str(),
+      vo.inject_links ? "on" : "off");
   const auto report = backend::run_validation(*executor, topology, vo, o.topology);
   std::printf("%-6s %3s %14s %12s %12s %9s %7s\n", "algo", "k", "size", "measured", "predicted",
               "error", "#wrong");
@@ -298,6 +302,10 @@ void add_backend_commands(CLI::App& app) {
   val->add_option("--dtype", vo->dtype,
                   "Element type of every row: fp32, fp16 or bf16 (a calibration's reduce_fp16 "
                   "and reduce_bf16 fits set what their reductions cost)")
+      ->capture_default_str();
+  val->add_option("--host-memory", vo->host_memory,
+                  "pinned or pageable: the host buffer of every row's staging copies (a topology "
+                  "whose servers stage, such as configs/one-gpu-4ranks-staged.json)")
       ->capture_default_str();
   val->add_option("--ranks", vo->ranks, "Virtual ranks")->capture_default_str();
   val->add_option("--reps", vo->reps, "Timed repetitions per row (the median is reported)")

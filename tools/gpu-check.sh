@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The device check of the CUDA backend: build with CUDA, run the backend tests (the GPU ones
-# included), calibrate, validate (naive and ring as recorded before, then every algorithm);
+# included), calibrate, validate (naive and ring as recorded before, then every algorithm, other
+# collectives, bf16, and staging through pageable and pinned host memory);
 # logs, calibration.json and the validation CSVs go to OUTDIR.
 # Budget: 8 minutes on one H200 including the build (only collsim and test_backend are built).
 #
@@ -115,7 +116,7 @@ fi
 # The shipped configs name a model; the copies take whatever this device calls itself, so that
 # the calibration applies to their virtual ranks.
 device_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || true)
-for config in one-gpu-4ranks one-gpu-4ranks-mesh; do
+for config in one-gpu-4ranks one-gpu-4ranks-mesh one-gpu-4ranks-staged; do
   if [ -n "$device_name" ]; then
     sed -E "s/\"model\": \"[^\"]*\"/\"model\": \"$device_name\"/" configs/$config.json >"$out/$config.json"
   else
@@ -162,6 +163,13 @@ if [ -s "$out/calibration.json" ]; then
     validate_step "$collective, every algorithm, on the mesh (calibrated)" "$collective-mesh" 120 \
       "${mesh[@]}" --collective "$collective" --algos all --sizes 4MiB,114356512 --chunks 1,4 \
       "${calibrated[@]}"
+  done
+  # Staging through pageable host memory, which the calibration's pageable fits set, against
+  # the same staging through pinned memory.
+  for memory in pageable pinned; do
+    validate_step "ring and naive staged through $memory host memory (calibrated)" \
+      "staged-$memory" 60 --topology "$out/one-gpu-4ranks-staged.json" --host-memory "$memory" \
+      --sizes 1MiB,16MiB,114356512 --chunks 1,4 "${calibrated[@]}"
   done
 fi
 validate_step "(topology parameters only, no calibration)" uncalibrated 100 --topology "$topology"

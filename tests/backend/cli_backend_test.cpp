@@ -175,6 +175,39 @@ TEST_CASE("cli: validate --collective runs the algorithms that implement it", "[
   CHECK_THAT(r.output, Catch::Contains("allgather"));
 }
 
+TEST_CASE("cli: validate --host-memory pageable stages through pageable host buffers",
+          "[backend][cli]") {
+  REQUIRE(std::filesystem::exists(COLLSIM_BINARY));
+  const auto dir = scratch_dir("validate-pageable");
+  // Ranks without peer-to-peer stage every transfer through host memory; the H200's calibration
+  // charges its pageable staging 0.72 and 0.64 bytes of a 7.85 GB/s memcpy per byte.
+  const std::string source = COLLSIM_SOURCE_DIR;
+  const std::string rows = "--topology " + source +
+                           "/configs/one-gpu-4ranks-staged.json --calibration " + source +
+                           "/docs/data/h200-2026-11-30/calibration.json --algos ring "
+                           "--sizes 1MiB --chunks 2 --no-links";
+  const auto pageable = validate_host(rows + " --host-memory pageable", dir);
+  INFO(pageable.outcome.output);
+  CHECK(pageable.outcome.status == 0);
+  CHECK_THAT(pageable.outcome.output, Catch::Contains("fp32, pageable host memory,"));
+  CHECK(pageable.column("wrong_elements") == "0 ");
+  const auto pinned = validate_host(rows, dir);
+  INFO(pinned.outcome.output);
+  CHECK(pinned.outcome.status == 0);
+  CHECK_THAT(pinned.outcome.output, Catch::Contains("fp32, pinned host memory,"));
+  // Each of the 4 ranks copies 2 x 3/4 MiB to the host and as much back, all through the one
+  // memcpy: the pageable row takes at least that traffic's time, plus latencies of tens of us,
+  // where the pinned row's copies cross only their own PCIe links at 52 GB/s.
+  const double memcpy_bound = 4 * 1.5 * 1048576 * (0.7206 + 0.6402) / 7.848885777768857e9;
+  const double predicted = std::stod(pageable.column("predicted_s"));
+  CHECK(predicted > memcpy_bound);
+  CHECK(predicted < 1.1 * memcpy_bound);
+  CHECK(std::stod(pinned.column("predicted_s")) < predicted / 4);
+  const auto r = run_collsim("validate --backend host --host-memory swap", dir);
+  CHECK(r.status == 2);
+  CHECK_THAT(r.output, Catch::Contains("--host-memory") && Catch::Contains("pageable"));
+}
+
 TEST_CASE("cli: validate --dtype runs every row in that type", "[backend][cli]") {
   REQUIRE(std::filesystem::exists(COLLSIM_BINARY));
   const auto dir = scratch_dir("validate-dtype");
