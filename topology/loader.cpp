@@ -199,13 +199,16 @@ bool read_nodes(const json& entry, const std::string& ptr, DiagnosticSink& sink,
     else
       ok = false;
   }
-  if (!ok) return false;
+  // A node whose name, kind and count are readable is added even when a parameter is not (the
+  // error is reported, so the file still fails to load): links that name it then find it, and
+  // the file's one mistake is not followed by an "unknown node" for every link of that node.
+  if (!rep || !name || !kind) return false;
   for (std::int64_t i = 0; i < rep->count; ++i) {
     NodeSpec spec{proto, server ? server->expand(i) : "", rack ? rack->expand(i) : ""};
     spec.node.name = name->expand(i);
     out.push_back(std::move(spec));
   }
-  return true;
+  return ok;
 }
 
 struct LinkSpec {
@@ -303,10 +306,7 @@ Template read_template(const std::string& name, const json& value, const std::st
     for (std::size_t i = 0; i < nodes->size(); ++i) {
       std::vector<NodeSpec> specs;
       const std::string p = json_io::pointer(r.ptr("nodes"), i);
-      if (!read_nodes((*nodes)[i], p, sink, true, specs)) {
-        t.ok = false;
-        continue;
-      }
+      if (!read_nodes((*nodes)[i], p, sink, true, specs)) t.ok = false;
       for (NodeSpec& s : specs) {
         if (!local.emplace(s.node.name, static_cast<std::uint32_t>(t.nodes.size())).second) {
           sink.error(json_io::pointer(p, "name"),
@@ -666,7 +666,7 @@ class Loader {
     for (std::size_t i = 0; i < nodes->size(); ++i) {
       const std::string p = json_io::pointer("/nodes", i);
       specs.clear();
-      if (!read_nodes((*nodes)[i], p, sink_, false, specs)) continue;
+      read_nodes((*nodes)[i], p, sink_, false, specs);  // its errors are in the sink
       const ObjectReader r((*nodes)[i], p, sink_, "a node");
       for (NodeSpec& s : specs) {
         if (!s.server.empty()) {

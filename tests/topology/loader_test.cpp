@@ -200,6 +200,21 @@ TEST_CASE("pageable traffic by direction, on CPUs") {
                   "/nodes/0/pageable_traffic", {"applies to cpu nodes only"}));
 }
 
+TEST_CASE("a node with a bad parameter is still known to the links that name it") {
+  // One mistake, one error: before, every link of the node added "unknown node".
+  const auto ds = errors_of(two_gpus(R"(, "copy_engines": 0)"));
+  INFO(dump(ds));
+  CHECK(ds.size() == 1);
+  CHECK(has_error(ds, "/nodes/0/copy_engines", {"from 1 to 1024"}));
+  const auto templated = errors_of(R"({"name": "t",
+    "templates": {"box": {"nodes": [{"name": "g{i}", "count": 2, "kind": "gpu", "alpha": "soon"}],
+      "links": [{"from": "g0", "to": "g1", "kind": "nvlink"}]}},
+    "servers": [{"name": "s", "template": "box"}]})");
+  INFO(dump(templated));
+  CHECK(templated.size() == 1);
+  CHECK(has_error(templated, "/templates/box/nodes/0/alpha", {"expected a duration"}));
+}
+
 TEST_CASE("parameters only on the kinds they belong to") {
   const auto ds =
       errors_of(R"({"nodes": [{"name": "g0", "kind": "gpu", "memcpy_bandwidth": "1GB/s"},
