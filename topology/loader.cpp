@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "topology/build_state.hpp"
 #include "topology/json_reader.hpp"
@@ -100,6 +101,17 @@ std::optional<NamePattern> read_pattern(const ObjectReader& r, std::string_view 
   return p;
 }
 
+// The names an entry that failed would have given, where they can be known and are few: the
+// references to them are then not reported as unknown, since the entry's own error says what to
+// fix (one mistake, one error).
+constexpr std::int64_t kMaxBrokenNames = 4096;
+void remember_broken(const std::optional<Repeat>& rep, const std::optional<NamePattern>& name,
+                     std::unordered_set<std::string>& broken) {
+  const std::int64_t count = rep ? rep->count : 1;
+  if (!name || count > kMaxBrokenNames) return;
+  for (std::int64_t i = 0; i < count; ++i) broken.insert(name->expand(i));
+}
+
 // A node as read, one per instance of its entry.
 struct NodeSpec {
   Node node;
@@ -108,7 +120,7 @@ struct NodeSpec {
 };
 
 bool read_nodes(const json& entry, const std::string& ptr, DiagnosticSink& sink, bool in_template,
-                std::vector<NodeSpec>& out) {
+                std::vector<NodeSpec>& out, std::unordered_set<std::string>* broken = nullptr) {
   const ObjectReader r(entry, ptr, sink, "a node");
   if (!r.ok()) return false;
   if (in_template)
@@ -202,7 +214,10 @@ bool read_nodes(const json& entry, const std::string& ptr, DiagnosticSink& sink,
   // A node whose name, kind and count are readable is added even when a parameter is not (the
   // error is reported, so the file still fails to load): links that name it then find it, and
   // the file's one mistake is not followed by an "unknown node" for every link of that node.
-  if (!rep || !name || !kind) return false;
+  if (!rep || !name || !kind) {
+    if (broken != nullptr) remember_broken(rep, name, *broken);
+    return false;
+  }
   for (std::int64_t i = 0; i < rep->count; ++i) {
     NodeSpec spec{proto, server ? server->expand(i) : "", rack ? rack->expand(i) : ""};
     spec.node.name = name->expand(i);
@@ -536,7 +551,10 @@ class Loader {
       const auto rep = read_repeat(r);
       const auto name = read_pattern(r, "name", rep.value_or(Repeat{}), true);
       // As with servers: an entry with an error is not expanded, its "count" may be a typo too.
-      if (!rep || !name || sink_.count() != errors_before) continue;
+      if (!rep || !name || sink_.count() != errors_before) {
+        remember_broken(rep, name, broken_racks_);
+        continue;
+      }
       for (std::int64_t k = 0; k < rep->count; ++k) {
         std::string n = name->expand(k);
         if (rack_index_.count(n) != 0) {
@@ -553,6 +571,7 @@ class Loader {
     if (name.empty()) return kNone;
     const auto it = rack_index_.find(name);
     if (it != rack_index_.end()) return it->second;
+    if (broken_racks_.count(name) != 0) return kNone;  // its entry's error is reported
     r.error(key, fmt::format("unknown rack \"{}\"{}; declare it in \"racks\"", name,
                              json_io::suggest(name, rack_names_)));
     return kNone;
@@ -613,7 +632,10 @@ class Loader {
       }
       // An entry with an error (a misspelt key among them) is not expanded: its "count" may be
       // a typo too, and millions of servers took the fuzzer's time limit to build and free.
-      if (!ok || sink_.count() != errors_before) continue;
+      if (!ok || sink_.count() != errors_before) {
+        remember_broken(rep, name, broken_servers_);
+        continue;
+      }
       if (tmpl != nullptr) {
         // NodeId and LinkId are 32-bit, and a typo in a count should not exhaust memory.
         planned_nodes_ += static_cast<std::uint64_t>(rep->count) * tmpl->nodes.size();
@@ -666,14 +688,18 @@ class Loader {
     for (std::size_t i = 0; i < nodes->size(); ++i) {
       const std::string p = json_io::pointer("/nodes", i);
       specs.clear();
-      read_nodes((*nodes)[i], p, sink_, false, specs);  // its errors are in the sink
+      read_nodes((*nodes)[i], p, sink_, false, specs, &broken_nodes_);  // errors are in the sink
       const ObjectReader r((*nodes)[i], p, sink_, "a node");
       for (NodeSpec& s : specs) {
         if (!s.server.empty()) {
           const auto it = server_index_.find(s.server);
           if (it == server_index_.end()) {
-            r.error("server", fmt::format("unknown server \"{}\"{}; declare it in \"servers\"",
-                                          s.server, json_io::suggest(s.server, server_names_)));
+            // A node of a server whose entry failed is left out quietly, as that entry's nodes.
+            if (broken_servers_.count(s.server) != 0)
+              broken_nodes_.insert(s.node.name);
+            else
+              r.error("server", fmt::format("unknown server \"{}\"{}; declare it in \"servers\"",
+                                            s.server, json_io::suggest(s.server, server_names_)));
             continue;
           }
           s.node.server = it->second;
@@ -738,7 +764,7 @@ class Loader {
         const NodeId a = state_.topology.find(s.from), b = state_.topology.find(s.to);
         for (const auto& [key, id, text] :
              {std::tuple{"from", a, s.from}, std::tuple{"to", b, s.to}}) {
-          if (id != kNoNode) continue;
+          if (id != kNoNode || broken_nodes_.count(text) != 0) continue;
           std::string hint;
           if (suggestions_left-- > 0) hint = suggest_node(text);
           sink_.error(json_io::pointer(p, key),
@@ -766,6 +792,8 @@ class Loader {
   BuildState state_;
   std::unordered_map<std::string, std::int32_t> rack_index_, server_index_;
   std::vector<std::string> rack_names_, server_names_, template_names_;
+  // Names of entries that failed (remember_broken), by section.
+  std::unordered_set<std::string> broken_racks_, broken_servers_, broken_nodes_;
   std::map<std::string, Template> templates_;
   std::vector<Instance> instances_;
   std::uint64_t planned_nodes_ = 0, planned_links_ = 0;

@@ -215,6 +215,34 @@ TEST_CASE("a node with a bad parameter is still known to the links that name it"
   CHECK(has_error(templated, "/templates/box/nodes/0/alpha", {"expected a duration"}));
 }
 
+TEST_CASE("what names a failed rack, server or node is not reported unknown as well") {
+  // A server with a bad "p2p": its nodes and their links follow it out quietly.
+  const auto server = errors_of(R"({"servers": [{"name": "s", "p2p": "yes"}],
+    "nodes": [{"name": "g{i}", "count": 2, "kind": "gpu", "server": "s"}],
+    "links": [{"from": "g0", "to": "g1", "kind": "nvlink"}]})");
+  INFO(dump(server));
+  CHECK(server.size() == 1);
+  CHECK(has_error(server, "/servers/0/p2p", {"expected true or false"}));
+  // A rack with a bad count: the servers in it say nothing more.
+  const auto rack = errors_of(R"({"racks": [{"name": "r", "count": "two"}],
+    "servers": [{"name": "s", "rack": "r"}],
+    "nodes": [{"name": "g{i}", "count": 2, "kind": "gpu", "server": "s"}],
+    "links": [{"from": "g0", "to": "g1", "kind": "nvlink"}]})");
+  INFO(dump(rack));
+  CHECK(rack.size() == 1);
+  CHECK(has_error(rack, "/racks/0/count", {"expected an integer"}));
+  // Nodes of an unknown kind: their links say nothing more, but a link to a node that no entry
+  // names is still reported.
+  const auto kind = errors_of(R"({"nodes": [{"name": "g{i}", "count": 2, "kind": "gpux"},
+      {"name": "c", "kind": "cpu"}],
+    "links": [{"from": "g{i}", "to": "c", "count": 2, "kind": "pcie"},
+      {"from": "g9", "to": "c", "kind": "pcie"}]})");
+  INFO(dump(kind));
+  CHECK(kind.size() == 2);
+  CHECK(has_error(kind, "/nodes/0/kind", {"did you mean \"gpu\""}));
+  CHECK(has_error(kind, "/links/1/from", {"unknown node \"g9\""}));
+}
+
 TEST_CASE("parameters only on the kinds they belong to") {
   const auto ds =
       errors_of(R"({"nodes": [{"name": "g0", "kind": "gpu", "memcpy_bandwidth": "1GB/s"},
