@@ -310,6 +310,7 @@ Template read_template(const std::string& name, const json& value, const std::st
   t.p2p = r.boolean("p2p");
   t.gpudirect_rdma = r.boolean("gpudirect_rdma");
   std::unordered_map<std::string, std::uint32_t> local;
+  std::unordered_set<std::string> broken;  // names of node entries that failed
   const json* nodes = r.get("nodes");
   if (nodes == nullptr) {
     r.missing("nodes", "an array of the template's nodes");
@@ -321,7 +322,7 @@ Template read_template(const std::string& name, const json& value, const std::st
     for (std::size_t i = 0; i < nodes->size(); ++i) {
       std::vector<NodeSpec> specs;
       const std::string p = json_io::pointer(r.ptr("nodes"), i);
-      if (!read_nodes((*nodes)[i], p, sink, true, specs)) t.ok = false;
+      if (!read_nodes((*nodes)[i], p, sink, true, specs, &broken)) t.ok = false;
       for (NodeSpec& s : specs) {
         if (!local.emplace(s.node.name, static_cast<std::uint32_t>(t.nodes.size())).second) {
           sink.error(json_io::pointer(p, "name"),
@@ -356,7 +357,9 @@ Template read_template(const std::string& name, const json& value, const std::st
           const auto a = local.find(s.from), b = local.find(s.to);
           for (const auto& [key, it, text] :
                {std::tuple{"from", a, s.from}, std::tuple{"to", b, s.to}}) {
-            if (it == local.end() && ++missing > kMissingShown) {
+            if (it == local.end() && broken.count(text) != 0) {
+              t.ok = false;  // the node entry's own error is reported
+            } else if (it == local.end() && ++missing > kMissingShown) {
               t.ok = false;
             } else if (it == local.end()) {
               std::string hint;

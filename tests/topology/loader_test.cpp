@@ -241,6 +241,14 @@ TEST_CASE("what names a failed rack, server or node is not reported unknown as w
   CHECK(kind.size() == 2);
   CHECK(has_error(kind, "/nodes/0/kind", {"did you mean \"gpu\""}));
   CHECK(has_error(kind, "/links/1/from", {"unknown node \"g9\""}));
+  // The same inside a template.
+  const auto templated = errors_of(R"({"templates": {"box": {
+      "nodes": [{"name": "g{i}", "count": 2, "kind": "gpux"}, {"name": "c", "kind": "cpu"}],
+      "links": [{"from": "g{i}", "to": "c", "count": 2, "kind": "pcie"}]}},
+    "servers": [{"name": "s{i}", "count": 2, "template": "box"}]})");
+  INFO(dump(templated));
+  CHECK(templated.size() == 1);
+  CHECK(has_error(templated, "/templates/box/nodes/0/kind", {"did you mean \"gpu\""}));
 }
 
 TEST_CASE("parameters only on the kinds they belong to") {
