@@ -234,6 +234,9 @@ Plan parse_plan(std::string_view text, const std::string& file, const topo::Topo
   DiagnosticSink op_sink(file);
   Plan plan;
   std::vector<std::int64_t> match;
+  // Ops with a problem of their own: the matching below does not report their pairs again (a
+  // recv with a bad "bytes" would also "move 0 bytes" against its send).
+  std::vector<bool> broken;
   topo::json_io::ArrayStream stream;
   stream.key = "ops";
   stream.element = [&](json&& element, std::size_t i) {
@@ -245,8 +248,11 @@ Plan parse_plan(std::string_view text, const std::string& file, const topo::Topo
     // The rank list pushes one GPU per entry, so a plan has as many ranks as it lists.
     const auto p = static_cast<RankId>(length("ranks"));
     if (match.empty()) match.assign(n, -1);
+    if (broken.empty()) broken.assign(n, false);
     if (i >= n) throw InternalError("an op beyond the length the first pass counted");
+    const std::size_t errors_before = op_sink.count();
     read_op(element, i, n, p, op_sink, plan, match);
+    broken[i] = op_sink.count() != errors_before;
   };
   const auto doc = topo::json_io::parse_document(text, sink, kPlanDocument, &stream);
   sink.throw_if_any();
@@ -337,6 +343,7 @@ Plan parse_plan(std::string_view text, const std::string& file, const topo::Topo
     const std::int64_t m = match[i];
     if (m < 0) continue;  // already reported as missing
     const auto q = static_cast<OpId>(m);
+    if (broken[i] || broken[q]) continue;
     const auto id = static_cast<OpId>(i);
     const OpKind want = k == OpKind::send ? OpKind::recv : OpKind::send;
     if (plan.kind(q) != want) {

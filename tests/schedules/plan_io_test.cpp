@@ -130,6 +130,25 @@ TEST_CASE("plan JSON errors name the op and field", "[plan_json]") {
   CHECK(e5.find("expected pinned or pageable") != std::string::npos);
 }
 
+TEST_CASE("an op's own mistake is not reported again by the matching of its pair", "[plan_json]") {
+  // The recv's "bytes" is a string: one error, not also "moves 0 bytes" from each end.
+  const std::string text =
+      kHead +
+      R"([{"kind":"send","rank":0,"peer":1,"bytes":8,"src":{"buffer":"input","offset":0},"match":1},
+                  {"kind":"recv","rank":1,"peer":0,"bytes":"8","dst":{"buffer":"output","offset":0},"match":0}]})";
+  const auto e = error_of(text);
+  INFO(e);
+  CHECK(e.find("/ops/1/bytes") != std::string::npos);
+  CHECK(e.find("/match") == std::string::npos);
+  // Two well-formed ops that do not pair are still reported.
+  const std::string unpaired =
+      kHead +
+      R"([{"kind":"send","rank":0,"peer":1,"bytes":8,"src":{"buffer":"input","offset":0},"match":1},
+                  {"kind":"recv","rank":1,"peer":0,"bytes":16,"dst":{"buffer":"output","offset":0},"match":0}]})";
+  CHECK(error_of(unpaired).find("/ops/0/match: op 1 moves 16 bytes, this op 8") !=
+        std::string::npos);
+}
+
 TEST_CASE("a plan with a mistake in every op reports the first few and counts the rest",
           "[plan_json]") {
   // A top-level mistake, then 1000 ops each with a negative duration: the top level's problem
