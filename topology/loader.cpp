@@ -218,6 +218,9 @@ bool read_nodes(const json& entry, const std::string& ptr, DiagnosticSink& sink,
     if (broken != nullptr) remember_broken(rep, name, *broken);
     return false;
   }
+  // As for servers and racks, a failed entry of many nodes is not expanded: its count may be a
+  // typo too. Links to its nodes are then reported as unknown.
+  if (!ok && rep->count > kMaxBrokenNames) return false;
   for (std::int64_t i = 0; i < rep->count; ++i) {
     NodeSpec spec{proto, server ? server->expand(i) : "", rack ? rack->expand(i) : ""};
     spec.node.name = name->expand(i);
