@@ -66,8 +66,7 @@ std::string ratios(std::span<const std::string_view> names, std::span<const doub
   return out;
 }
 
-// What the cost model reads of a GPU or a CPU, in words: nodes that print the same have the
-// same parameters.
+// What the cost model reads of a GPU or a CPU, in words (rounded for reading).
 std::string parameters(const Topology& t, const topo::Node& n) {
   constexpr std::string_view kDTypes[] = {"fp32", "fp16", "bf16"};
   constexpr std::string_view kDirections[] = {"d2h", "h2d"};
@@ -84,6 +83,17 @@ std::string parameters(const Topology& t, const topo::Node& n) {
       ratios(kDTypes, n.reduce_traffic));
 }
 
+// The same parameters to the last bit, so that nodes which differ only past the printed digits
+// are not counted as one set.
+std::string exact_parameters(const topo::Node& n) {
+  if (n.kind == topo::NodeKind::cpu)
+    return fmt::format("{:a} {:a} {:a}", n.memcpy_bandwidth, n.pageable_traffic[0],
+                       n.pageable_traffic[1]);
+  return fmt::format("{} {:a} {} {} {:a} {:a} {:a} {:a} {:a} {:a}", n.model, n.memory_bandwidth,
+                     n.memory_owner, n.copy_engines, n.alpha, n.launch_latency, n.event_latency,
+                     n.reduce_traffic[0], n.reduce_traffic[1], n.reduce_traffic[2]);
+}
+
 // The GPUs' and CPUs' parameters, one line for each distinct set, in the order of the set's
 // first node, with how many nodes have it and the first one's name.
 std::string parameter_lines(const Topology& t) {
@@ -96,9 +106,8 @@ std::string parameter_lines(const Topology& t) {
       const topo::Node& n = t.node(id);
       if (n.kind != kind) continue;
       ++nodes;
-      std::string text = parameters(t, n);
-      const auto [it, added] = index.try_emplace(text, sets.size());
-      if (added) sets.push_back({std::move(text), {0, id}});
+      const auto [it, added] = index.try_emplace(exact_parameters(n), sets.size());
+      if (added) sets.push_back({parameters(t, n), {0, id}});
       ++sets[it->second].second.first;
     }
     if (nodes == 0) continue;
