@@ -619,13 +619,13 @@ namespace {
 
 // Every command of a document that starts with `prompt`, with its continuation lines (those
 // after a line that ends with a backslash), is run from a scratch folder that sees the
-// repository's configs/, tests/ and tools/, so that examples may write files freely. Commands
+// repository's configs/, docs/, tests/ and tools/, so that examples may write files freely. Commands
 // for which `skip` is true are not run. Returns how many ran.
 std::size_t run_document_commands(const std::string& document, const std::string& prompt,
                                   const std::function<bool(const std::string&)>& skip = {}) {
   const auto dir = scratch_dir() / "docs";
   std::filesystem::create_directories(dir);
-  for (const char* sub : {"configs", "tests", "tools"}) {
+  for (const char* sub : {"configs", "docs", "tests", "tools"}) {
     const auto link = dir / sub;
     if (!std::filesystem::exists(link))
       std::filesystem::create_directory_symlink(std::filesystem::path(COLLSIM_SOURCE_DIR) / sub,
@@ -652,8 +652,9 @@ std::size_t run_document_commands(const std::string& document, const std::string
 
 }  // namespace
 
-TEST_CASE("the examples in docs/cli.md run", "[cli][docs]") {
+TEST_CASE("the examples in docs/cli.md and docs/calibration-format.md run", "[cli][docs]") {
   CHECK(run_document_commands("docs/cli.md", "$ collsim ") >= 5);
+  CHECK(run_document_commands("docs/calibration-format.md", "$ collsim ") >= 1);
 }
 
 TEST_CASE("the commands of README.md run", "[cli][docs]") {
