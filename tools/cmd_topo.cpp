@@ -13,7 +13,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "sim/engine.hpp"
@@ -99,24 +98,29 @@ std::string exact_parameters(const topo::Node& n) {
 std::string parameter_lines(const Topology& t) {
   std::string out;
   for (const topo::NodeKind kind : {topo::NodeKind::gpu, topo::NodeKind::cpu}) {
-    std::vector<std::pair<std::string, std::pair<std::size_t, NodeId>>> sets;
-    std::map<std::string, std::size_t> index;
+    struct Set {
+      std::string text;  // parameters(), of its first node
+      NodeId first;
+      std::size_t nodes = 0;
+    };
+    std::vector<Set> sets;
+    std::map<std::string, std::size_t> index;  // exact_parameters() to the set
     std::size_t nodes = 0;
     for (NodeId id = 0; id < t.num_nodes(); ++id) {
       const topo::Node& n = t.node(id);
       if (n.kind != kind) continue;
       ++nodes;
       const auto [it, added] = index.try_emplace(exact_parameters(n), sets.size());
-      if (added) sets.push_back({parameters(t, n), {0, id}});
-      ++sets[it->second].second.first;
+      if (added) sets.push_back(Set{parameters(t, n), id});
+      ++sets[it->second].nodes;
     }
     if (nodes == 0) continue;
     const std::string what = kind == topo::NodeKind::gpu ? "GPU" : "CPU";
     out += fmt::format("{} parameters ({} {}{}, {} distinct):\n", topo::to_string(kind), nodes,
                        what, nodes == 1 ? "" : "s", sets.size());
-    for (const auto& [text, seen] : sets)
-      out += fmt::format("  {:>6} {}{} like {}: {}\n", seen.first, what, seen.first == 1 ? "" : "s",
-                         t.node(seen.second).name, text);
+    for (const Set& s : sets)
+      out += fmt::format("  {:>6} {}{} like {}: {}\n", s.nodes, what, s.nodes == 1 ? "" : "s",
+                         t.node(s.first).name, s.text);
   }
   return out;
 }

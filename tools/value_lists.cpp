@@ -243,21 +243,28 @@ std::vector<AlgoChoice> parse_algo_list(std::string_view text, const std::string
 
 std::vector<AlgoChoice> parse_sweep_algo_list(std::string_view text, sched::Collective collective,
                                               const std::string& option) {
-  const std::vector<std::string_view> items = split_list(text);
+  // Each item once: nullopt stands for "all", to be expanded once every named one is known.
+  std::vector<std::optional<AlgoChoice>> items;
   std::vector<AlgoChoice> named;
-  for (std::string_view item : items)
-    if (item != "all") named.push_back(parse_algo(item, option));
+  for (std::string_view item : split_list(text)) {
+    if (item == "all") {
+      items.emplace_back();
+      continue;
+    }
+    named.push_back(parse_algo(item, option));
+    items.emplace_back(named.back());
+  }
   std::vector<AlgoChoice> out;
-  for (std::string_view item : items) {
-    if (item != "all") {
-      out.push_back(parse_algo(item, option));
+  const auto listed = [](const std::vector<AlgoChoice>& v, sched::Algorithm a) {
+    return std::find(v.begin(), v.end(), AlgoChoice{a}) != v.end();
+  };
+  for (const std::optional<AlgoChoice>& item : items) {
+    if (item) {
+      out.push_back(*item);
       continue;
     }
     for (sched::Algorithm a : all_algorithms())
-      if (sched::supports(a, collective) &&
-          std::find(named.begin(), named.end(), AlgoChoice{a}) == named.end() &&
-          std::find(out.begin(), out.end(), AlgoChoice{a}) == out.end())
-        out.push_back(a);
+      if (sched::supports(a, collective) && !listed(named, a) && !listed(out, a)) out.push_back(a);
   }
   return out;
 }
