@@ -73,6 +73,12 @@ std::optional<Repeat> read_repeat(const ObjectReader& r) {
   return rep;
 }
 
+// What an entry's names may use: {i} wherever the entry gives a count, even one that cannot be
+// read (that count has its own error; its names are not wrong as well).
+Repeat naming_repeat(const ObjectReader& r, const std::optional<Repeat>& rep) {
+  return rep ? *rep : Repeat{1, r.has("count")};
+}
+
 std::optional<NamePattern> read_pattern(const ObjectReader& r, std::string_view key,
                                         const Repeat& rep, bool required) {
   const auto text = r.string(key, required);
@@ -103,12 +109,14 @@ std::optional<NamePattern> read_pattern(const ObjectReader& r, std::string_view 
 
 // The names an entry that failed would have given, where they can be known and are few: the
 // references to them are then not reported as unknown, since the entry's own error says what to
-// fix (one mistake, one error).
+// fix (one mistake, one error). Where the count itself could not be read, every name the first
+// kMaxBrokenNames indices give is remembered.
 constexpr std::int64_t kMaxBrokenNames = 4096;
 void remember_broken(const std::optional<Repeat>& rep, const std::optional<NamePattern>& name,
                      std::unordered_set<std::string>& broken) {
-  const std::int64_t count = rep ? rep->count : 1;
-  if (!name || count > kMaxBrokenNames) return;
+  if (!name) return;
+  const std::int64_t count = rep ? rep->count : name->indexed() ? kMaxBrokenNames : 1;
+  if (count > kMaxBrokenNames) return;
   for (std::int64_t i = 0; i < count; ++i) broken.insert(name->expand(i));
 }
 
@@ -138,12 +146,12 @@ bool read_nodes(const json& entry, const std::string& ptr, DiagnosticSink& sink,
                                  "template; remove \"{}\" here and set \"rack\" on the server",
                                  key));
   const auto rep = read_repeat(r);
-  const auto name = read_pattern(r, "name", rep.value_or(Repeat{}), true);
+  const auto name = read_pattern(r, "name", naming_repeat(r, rep), true);
   const auto kind = read_kind(r, kNodeKindNames, kNodeKinds, "node");
   std::optional<NamePattern> server, rack;
   if (!in_template) {
-    server = read_pattern(r, "server", rep.value_or(Repeat{}), false);
-    rack = read_pattern(r, "rack", rep.value_or(Repeat{}), false);
+    server = read_pattern(r, "server", naming_repeat(r, rep), false);
+    rack = read_pattern(r, "rack", naming_repeat(r, rep), false);
   }
   Node proto;
   if (auto m = r.string("model")) proto.model = *m;
@@ -243,8 +251,8 @@ bool read_links(const json& entry, const std::string& ptr, DiagnosticSink& sink,
   if (!r.ok()) return false;
   r.check_keys({"from", "to", "kind", "count", "bandwidth", "latency", "duplex"});
   const auto rep = read_repeat(r);
-  const auto from = read_pattern(r, "from", rep.value_or(Repeat{}), true);
-  const auto to = read_pattern(r, "to", rep.value_or(Repeat{}), true);
+  const auto from = read_pattern(r, "from", naming_repeat(r, rep), true);
+  const auto to = read_pattern(r, "to", naming_repeat(r, rep), true);
   const auto kind = read_kind(r, kLinkKindNames, kLinkKinds, "link");
   LinkSpec proto;
   bool ok = kind.has_value();
@@ -555,7 +563,7 @@ class Loader {
       if (!r.ok()) continue;
       r.check_keys({"name", "count"});
       const auto rep = read_repeat(r);
-      const auto name = read_pattern(r, "name", rep.value_or(Repeat{}), true);
+      const auto name = read_pattern(r, "name", naming_repeat(r, rep), true);
       // As with servers: an entry with an error is not expanded, its "count" may be a typo too.
       if (!rep || !name || sink_.count() != errors_before) {
         remember_broken(rep, name, broken_racks_);
@@ -615,8 +623,8 @@ class Loader {
       if (!r.ok()) continue;
       r.check_keys({"name", "count", "rack", "template", "p2p", "gpudirect_rdma"});
       const auto rep = read_repeat(r);
-      const auto name = read_pattern(r, "name", rep.value_or(Repeat{}), true);
-      const auto rack = read_pattern(r, "rack", rep.value_or(Repeat{}), false);
+      const auto name = read_pattern(r, "name", naming_repeat(r, rep), true);
+      const auto rack = read_pattern(r, "rack", naming_repeat(r, rep), false);
       const auto p2p = r.boolean("p2p");
       const auto rdma = r.boolean("gpudirect_rdma");
       const Template* tmpl = nullptr;
@@ -788,6 +796,11 @@ class Loader {
     std::vector<std::string> names;
     names.reserve(state_.topology.num_nodes());
     for (const Node& n : state_.topology.nodes()) names.push_back(n.name);
+    // The name meant may be one whose entry failed; sorted, so that ties break the same way in
+    // every build.
+    const auto known = static_cast<std::ptrdiff_t>(names.size());
+    names.insert(names.end(), broken_nodes_.begin(), broken_nodes_.end());
+    std::sort(names.begin() + known, names.end());
     return json_io::suggest(name, names);
   }
 

@@ -241,6 +241,22 @@ TEST_CASE("what names a failed rack, server or node is not reported unknown as w
   CHECK(kind.size() == 2);
   CHECK(has_error(kind, "/nodes/0/kind", {"did you mean \"gpu\""}));
   CHECK(has_error(kind, "/links/1/from", {"unknown node \"g9\""}));
+  // A node entry whose count cannot be read: its names may use {i}, and the links that name any
+  // of the names it might have given say nothing more; a link entry's bad count likewise.
+  const auto count = errors_of(R"({"nodes": [{"name": "g{i}", "count": "two", "kind": "gpu"},
+      {"name": "c", "kind": "cpu"}],
+    "links": [{"from": "g1", "to": "c", "kind": "pcie"},
+      {"from": "g{i}", "to": "c", "count": 0, "kind": "pcie"}]})");
+  INFO(dump(count));
+  CHECK(count.size() == 2);
+  CHECK(has_error(count, "/nodes/0/count", {"expected an integer"}));
+  CHECK(has_error(count, "/links/1/count", {"expected an integer from 1"}));
+  // A name no entry gives is still reported, and the suggestion may be a failed entry's name.
+  const auto typo = errors_of(R"({"nodes": [{"name": "gpu0", "kind": "gpux"},
+      {"name": "c", "kind": "cpu"}], "links": [{"from": "gpu_0", "to": "c", "kind": "pcie"}]})");
+  INFO(dump(typo));
+  CHECK(typo.size() == 2);
+  CHECK(has_error(typo, "/links/0/from", {"unknown node \"gpu_0\" (did you mean \"gpu0\"?)"}));
   // The same inside a template.
   const auto templated = errors_of(R"({"templates": {"box": {
       "nodes": [{"name": "g{i}", "count": 2, "kind": "gpux"}, {"name": "c", "kind": "cpu"}],
