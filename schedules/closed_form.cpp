@@ -177,6 +177,11 @@ double closed_form(const PlanRequest& req, RankId p, const UniformCosts& u) {
           return std::max(k * u.transfer(chunk), u.device_copy(n));
       }
       break;
+    case Algorithm::pairwise:
+      // One transfer at a time each way: the (p - 1) k transfers in a row, beside the copy.
+      if (req.collective == Collective::allgather || req.collective == Collective::alltoall)
+        return std::max((p - 1) * k * u.transfer(piece), u.device_copy(n / p));
+      break;
     case Algorithm::tree:
       switch (req.collective) {
         case Collective::allreduce: {

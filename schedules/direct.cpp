@@ -2,6 +2,12 @@
 // per peer, so on a switch or a full mesh all transfers of a step run in parallel. Reductions
 // of a rank share one stream. One-shot allreduce: every rank receives every peer's whole
 // buffer and reduces locally (for NVSwitch and small messages).
+//
+// Pairwise schedules (allgather, alltoall): the same transfers on one channel, so a rank sends
+// to one peer at a time, r + 1, r + 2, ... in turn, and receives from r - 1, r - 2, ...; in
+// round c of k, chunk c of every piece. A rank's i-th send is its receiver's i-th receive, so
+// the exchange moves in lockstep, and each NIC carries one transfer each way at a time instead of
+// p - 1 sharing it.
 #include <algorithm>
 #include <vector>
 
@@ -57,16 +63,17 @@ void gather_reduce(Builder& b, const Job& job, const std::vector<RankId>& receiv
   }
 }
 
-// Every sender sends piece(sender, dest, chunk) of its input to dest's output.
+// Every sender sends piece(sender, dest, chunk) of its input to dest's output: on channel i to
+// the peer i + 1 further on, or every peer on channel 0 where `one_channel` (pairwise).
 template <typename SrcOf, typename DstOf>
 void scatter(Builder& b, const Job& job, const std::vector<RankId>& senders, SrcOf src_of,
-             DstOf dst_of, Bytes piece_bytes_total) {
+             DstOf dst_of, Bytes piece_bytes_total, bool one_channel = false) {
   const RankId p = job.p;
   const auto chunks = split({0, piece_bytes_total}, job.k, job.element);
   for (std::uint32_t c = 0; c < job.k; ++c) {
     if (chunks[c].bytes == 0) continue;
     for (RankId i = 0; i + 1 < p; ++i) {
-      const Lanes lanes = Lanes::channel(i);
+      const Lanes lanes = Lanes::channel(one_channel ? 0 : i);
       for (RankId r : senders) {
         const RankId to = peer_to(r, i, p);
         if (!b.touches(r, to)) continue;
@@ -77,20 +84,55 @@ void scatter(Builder& b, const Job& job, const std::vector<RankId>& senders, Src
   }
 }
 
+// Allgather and alltoall: each rank's own piece by a local copy, the others by scatter().
+void exchange(Builder& b, const Job& job, const std::vector<RankId>& all, bool one_channel) {
+  const RankId p = job.p;
+  const Bytes seg = job.n / p;
+  const bool gather = job.collective == Collective::allgather;
+  for (RankId r = 0; r < p; ++r)
+    b.copy(r, {BufferId::output, r * seg}, {BufferId::input, gather ? 0 : r * seg}, seg,
+           Lanes::channel(0).copy, {});
+  scatter(
+      b, job, all,
+      [&](RankId, RankId to, Piece c) {
+        return Region{BufferId::input, (gather ? 0 : to * seg) + c.offset};
+      },
+      [&](RankId r, RankId, Piece c) {
+        return Region{BufferId::output, r * seg + c.offset};
+      },
+      seg, one_channel);
+}
+
+std::vector<RankId> every_rank(RankId p) {
+  std::vector<RankId> all(p);
+  for (RankId r = 0; r < p; ++r) all[r] = r;
+  return all;
+}
+
+// Every rank with every peer, k chunks: two ops per transfer and, for the reducing collectives,
+// one reduction per transfer.
+void reserve_exchange(Builder& b, const Job& job) {
+  const std::uint64_t transfers = std::uint64_t{b.plan().ranks_held()} * (job.p - 1) * job.k;
+  b.plan().reserve(3 * transfers + job.p, 2 * transfers);
+}
+
 }  // namespace
+
+void pairwise(Builder& b, const Job& job) {
+  if (job.p == 0) throw InternalError("pairwise: a job without ranks");  // generate refuses p = 0
+  if (job.collective != Collective::allgather && job.collective != Collective::alltoall)
+    throw InternalError("pairwise: collective not dispatched");
+  reserve_exchange(b, job);
+  exchange(b, job, every_rank(job.p), true);
+}
 
 void direct(Builder& b, const Job& job) {
   const RankId p = job.p;
   if (p == 0) throw InternalError("direct: a job without ranks");  // generate refuses p = 0
-  // Every rank with every peer, k chunks: two ops per transfer and, for the reducing
-  // collectives, one reduction per transfer.
-  const std::uint64_t transfers = std::uint64_t{b.plan().ranks_held()} * (p - 1) * job.k;
-  b.plan().reserve(3 * transfers + p, 2 * transfers);
-  std::vector<RankId> all(p);
-  for (RankId r = 0; r < p; ++r) all[r] = r;
+  reserve_exchange(b, job);
+  const std::vector<RankId> all = every_rank(p);
   const auto chunks = split({0, job.n}, job.k, job.element);
   const auto segs = split({0, job.n}, p, job.element);
-  const Bytes seg = job.n / p;
   switch (job.collective) {
     case Collective::allreduce:
       gather_reduce(
@@ -117,32 +159,8 @@ void direct(Builder& b, const Job& job) {
       return;
     }
     case Collective::allgather:
-      for (RankId r = 0; r < p; ++r)
-        b.copy(r, {BufferId::output, r * seg}, {BufferId::input, 0}, seg, Lanes::channel(0).copy,
-               {});
-      scatter(
-          b, job, all,
-          [](RankId, RankId, Piece c) {
-            return Region{BufferId::input, c.offset};
-          },
-          [&](RankId r, RankId, Piece c) {
-            return Region{BufferId::output, r * seg + c.offset};
-          },
-          seg);
-      return;
     case Collective::alltoall:
-      for (RankId r = 0; r < p; ++r)
-        b.copy(r, {BufferId::output, r * seg}, {BufferId::input, r * seg}, seg,
-               Lanes::channel(0).copy, {});
-      scatter(
-          b, job, all,
-          [&](RankId, RankId to, Piece c) {
-            return Region{BufferId::input, to * seg + c.offset};
-          },
-          [&](RankId r, RankId, Piece c) {
-            return Region{BufferId::output, r * seg + c.offset};
-          },
-          seg);
+      exchange(b, job, all, false);
       return;
     case Collective::broadcast:
       b.copy(job.root, {BufferId::output, 0}, {BufferId::input, 0}, job.n, Lanes::channel(0).copy,

@@ -13,8 +13,9 @@ namespace collsim::sched {
 
 namespace {
 
-constexpr std::array kAlgorithms{Algorithm::ring, Algorithm::tree,   Algorithm::rhd,  Algorithm::rd,
-                                 Algorithm::hier, Algorithm::direct, Algorithm::naive};
+constexpr std::array kAlgorithms{Algorithm::ring,     Algorithm::tree, Algorithm::rhd,
+                                 Algorithm::rd,       Algorithm::hier, Algorithm::direct,
+                                 Algorithm::pairwise, Algorithm::naive};
 constexpr std::array kCollectives{Collective::allreduce, Collective::reduce_scatter,
                                   Collective::allgather, Collective::broadcast,
                                   Collective::reduce,    Collective::alltoall};
@@ -24,16 +25,17 @@ constexpr std::array kCollectives{Collective::allreduce, Collective::reduce_scat
 bool supports(Algorithm a, Collective c) {
   switch (c) {
     case Collective::allreduce:
-      return true;
+      return a != Algorithm::pairwise;
     case Collective::reduce_scatter:
-    case Collective::allgather:
       return a == Algorithm::ring || a == Algorithm::direct;
+    case Collective::allgather:
+      return a == Algorithm::ring || a == Algorithm::direct || a == Algorithm::pairwise;
     case Collective::broadcast:
     case Collective::reduce:
       return a == Algorithm::ring || a == Algorithm::tree || a == Algorithm::direct ||
              a == Algorithm::naive;
     case Collective::alltoall:
-      return a == Algorithm::direct;
+      return a == Algorithm::direct || a == Algorithm::pairwise;
   }
   return false;
 }
@@ -87,6 +89,8 @@ std::string_view to_string(Algorithm a) {
       return "hier";
     case Algorithm::direct:
       return "direct";
+    case Algorithm::pairwise:
+      return "pairwise";
     case Algorithm::naive:
       return "naive";
   }
@@ -189,6 +193,7 @@ std::string why_not(const PlanRequest& req, RankId p) {
         transfers = hier_transfers(P, std::sqrt(P), K);
         break;
       case Algorithm::direct:
+      case Algorithm::pairwise:
         transfers = P * (P - 1) * K;
         break;
       case Algorithm::tree:
@@ -251,6 +256,7 @@ RankId rotation_unit(const topo::Router& router, const PlanRequest& req) {
   // buffer into p segments of k pieces, hier into k chunks of g segments of S pieces.
   const bool even = elements > 0 && elements % (std::uint64_t{p} * req.chunks) == 0;
   if (ring_family) return even ? 1 : 0;
+  if (req.algorithm == Algorithm::pairwise) return 1;  // step s: rank r sends to r + s
   if (req.algorithm == Algorithm::direct) {
     // Channel i of every rank sends to the rank i + 1 further on: relative to the rank, so any
     // rotation keeps it. The one-shot allreduce sends the same chunks from every rank, the
@@ -355,6 +361,9 @@ void generate(const topo::Router& router, const PlanRequest& req, Plan& plan,
       break;
     case Algorithm::direct:
       detail::direct(b, job);
+      break;
+    case Algorithm::pairwise:
+      detail::pairwise(b, job);
       break;
     case Algorithm::naive:
       detail::naive(b, job);

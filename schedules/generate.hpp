@@ -13,10 +13,11 @@
 
 namespace collsim::sched {
 
-enum class Algorithm : std::uint8_t { ring, tree, rhd, rd, hier, direct, naive };
+enum class Algorithm : std::uint8_t { ring, tree, rhd, rd, hier, direct, pairwise, naive };
 std::string_view to_string(Algorithm a);
 
-// Command-line names: "ring", "tree", "rhd", "rd", "hier", "direct", "naive"; nullopt otherwise.
+// Command-line names: "ring", "tree", "rhd", "rd", "hier", "direct", "pairwise", "naive"; nullopt
+// otherwise.
 std::optional<Algorithm> parse_algorithm(std::string_view name);
 // "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "alltoall".
 std::optional<Collective> parse_collective(std::string_view name);

@@ -193,14 +193,14 @@ void validate(const ValidateOptions& o) {
       std::string(sched::to_string(vo.host_memory)).c_str(), calibration_note.c_str(),
       vo.inject_links ? "on" : "off");
   const auto report = backend::run_validation(*executor, topology, vo, o.topology);
-  std::printf("%-6s %3s %14s %12s %12s %9s %7s\n", "algo", "k", "size", "measured", "predicted",
+  std::printf("%-8s %3s %14s %12s %12s %9s %7s\n", "algo", "k", "size", "measured", "predicted",
               "error", "#wrong");
   const std::uint32_t queues = executor->device().hardware_queues;
   std::uint32_t most_streams = 0;
   for (const auto& r : report.rows) {
     const bool queued = queues > 0 && r.streams_per_device > queues;
     if (queued) most_streams = std::max(most_streams, r.streams_per_device);
-    std::printf("%-6s %3u %14s %12s %12s %+8.1f%% %7llu%s\n", r.algorithm.c_str(), r.chunks,
+    std::printf("%-8s %3u %14s %12s %12s %+8.1f%% %7llu%s\n", r.algorithm.c_str(), r.chunks,
                 format_size(r.size).c_str(), format_duration(r.measured).c_str(),
                 format_duration(r.predicted).c_str(), 100.0 * r.error,
                 static_cast<unsigned long long>(r.wrong_elements), queued ? " !" : "");
@@ -223,7 +223,7 @@ void validate(const ValidateOptions& o) {
   if (report.per_algorithm.size() > 1)
     for (const auto& [algorithm, summary] : report.per_algorithm) {
       const auto& w = report.rows[summary.worst];
-      std::printf("%-6s median |error| %.1f%%; worst %+.1f%% (k=%u, %s)\n", algorithm.c_str(),
+      std::printf("%-8s median |error| %.1f%%; worst %+.1f%% (k=%u, %s)\n", algorithm.c_str(),
                   100.0 * summary.median_abs_error, 100.0 * w.error, w.chunks,
                   format_size(w.size).c_str());
     }

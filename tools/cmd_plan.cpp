@@ -77,8 +77,9 @@ void generate_command(const PlanOptions& o) {
   sched::PlanRequest req;
   const auto algo = sched::parse_algorithm(o.algo);
   if (!algo)
-    throw InputError("", "--algo",
-                     "found '" + o.algo + "'; expected ring, tree, rhd, rd, hier, direct or naive");
+    throw InputError(
+        "", "--algo",
+        "found '" + o.algo + "'; expected ring, tree, rhd, rd, hier, direct, pairwise or naive");
   const auto coll = sched::parse_collective(o.collective);
   if (!coll)
     throw InputError("", "--collective",
@@ -254,7 +255,7 @@ void add_plan_commands(CLI::App& app) {
   CLI::App* plan = app.add_subcommand(
       "plan", "Generate a collective's plan as JSON; verify, show or import plans");
   plan->add_option("--topology", o->topology, "Topology JSON file (see docs/topology-format.md)");
-  plan->add_option("--algo", o->algo, "ring, tree, rhd, rd, hier, direct or naive")
+  plan->add_option("--algo", o->algo, "ring, tree, rhd, rd, hier, direct, pairwise or naive")
       ->capture_default_str();
   plan->add_option("--collective", o->collective,
                    "allreduce, reduce_scatter, allgather, broadcast, reduce or alltoall")

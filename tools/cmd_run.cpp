@@ -89,7 +89,7 @@ void add_common_options(CLI::App& cmd, RunOptions& o, bool sweep) {
       ->capture_default_str();
   cmd.add_option(
          "--algo", o.algo,
-         "ring, tree, rhd, rd, hier, direct, naive, or auto to pick the fastest" + list +
+         "ring, tree, rhd, rd, hier, direct, pairwise, naive, or auto to pick the fastest" + list +
              (sweep ? std::string("; all: every algorithm that implements the collective") : ""))
       ->capture_default_str();
   cmd.add_option("--size", o.size,

@@ -74,6 +74,8 @@ double ops_per_rank_chunk(sched::Collective collective, sched::Algorithm algorit
           const double g = std::ceil(p / s);
           return c(5, 7) * (g + s - 1);
         }
+        case Algorithm::pairwise:  // no allreduce
+          break;
       }
       break;
     case Collective::reduce_scatter:
@@ -118,6 +120,7 @@ double whole_bytes_per_op(sched::Algorithm algorithm) {
     case sched::Algorithm::rhd:
       return 128;
     case sched::Algorithm::direct:
+    case sched::Algorithm::pairwise:  // the same ops as direct's, on one channel
       return 144;
     case sched::Algorithm::rd:
       return 112;

@@ -332,8 +332,8 @@ Evaluation evaluate_or_throw(const Context& context, const Point& point,
     std::vector<sched::Algorithm> algorithms;
     if (point.algo)
       algorithms.push_back(*point.algo);
-    else
-      algorithms.assign(all_algorithms().begin(), all_algorithms().end());
+    else  // auto: every algorithm that implements the collective
+      algorithms = sched::algorithms_for(point.collective, 1);
     std::vector<std::uint32_t> ks{point.chunks};
     if (point.chunks == kAutoChunks) {
       // The size check comes first, so that a bad size is not reported as "no k fits".
@@ -487,7 +487,7 @@ std::vector<double> estimated_costs(const Context& context, const std::vector<Po
     if (p.algo)
       algorithms.push_back(*p.algo);
     else
-      algorithms.assign(all_algorithms().begin(), all_algorithms().end());
+      algorithms = sched::algorithms_for(p.collective, 1);
     const std::vector<std::uint32_t> ks =
         p.chunks == kAutoChunks ? auto_chunk_counts(p.size / sched::dtype_size(p.dtype))
                                 : std::vector<std::uint32_t>{p.chunks};

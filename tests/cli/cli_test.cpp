@@ -254,9 +254,10 @@ TEST_CASE("a sweep's --algo all is every algorithm that implements each collecti
           "[cli][sweep]") {
   // The DGX is one server, which hier needs; on a topology without servers its row would fail.
   const std::vector<std::string> expect = {
-      "allreduce ring", "allreduce tree",   "allreduce rhd",    "allreduce rd",
-      "allreduce hier", "allreduce direct", "allreduce naive",  "alltoall direct",
-      "broadcast ring", "broadcast tree",   "broadcast direct", "broadcast naive"};
+      "allreduce ring",    "allreduce tree",   "allreduce rhd",   "allreduce rd",
+      "allreduce hier",    "allreduce direct", "allreduce naive", "alltoall direct",
+      "alltoall pairwise", "broadcast ring",   "broadcast tree",  "broadcast direct",
+      "broadcast naive"};
   CHECK(sweep_rows("--topology configs/dgx-h100.json --algo all "
                    "--collective allreduce,alltoall,broadcast --size 64KiB",
                    {"collective", "algo"}) == expect);
@@ -619,8 +620,8 @@ namespace {
 
 // Every command of a document that starts with `prompt`, with its continuation lines (those
 // after a line that ends with a backslash), is run from a scratch folder that sees the
-// repository's configs/, docs/, tests/ and tools/, so that examples may write files freely. Commands
-// for which `skip` is true are not run. Returns how many ran.
+// repository's configs/, docs/, tests/ and tools/, so that examples may write files freely.
+// Commands for which `skip` is true are not run. Returns how many ran.
 std::size_t run_document_commands(const std::string& document, const std::string& prompt,
                                   const std::function<bool(const std::string&)>& skip = {}) {
   const auto dir = scratch_dir() / "docs";

@@ -115,6 +115,20 @@ TEST_CASE("every rank sending to every other at once shares spines as the rotati
   CHECK(check_same_run(router, request(Algorithm::direct, Collective::alltoall, 2 * MiB, 1)) == 8);
 }
 
+TEST_CASE("the pairwise exchange rotates with its ranks, steps apart", "[symmetry]") {
+  // At step s every rank sends to the rank s further on: 32 ranks of four servers under four
+  // leaves, whose steps cross the spines in lockstep, and the DGX's single server.
+  const topo::Topology t = small_cluster(4, 1);
+  topo::RoutingOptions shortest;
+  const topo::Router router(t, shortest);
+  for (const Collective c : {Collective::allgather, Collective::alltoall})
+    CHECK(check_same_run(router, request(Algorithm::pairwise, c, 2 * MiB, 2)) == 8);
+  const topo::Topology dgx = config("dgx-h100.json");
+  const topo::Router dgx_router(dgx);
+  CHECK(check_same_run(dgx_router,
+                       request(Algorithm::pairwise, Collective::alltoall, 16 * MiB, 4)) == 1);
+}
+
 TEST_CASE("the direct schedules' channels rotate with their ranks", "[symmetry]") {
   const topo::Topology t = config("dgx-h100.json");
   const topo::Router router(t);

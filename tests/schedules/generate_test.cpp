@@ -36,7 +36,7 @@ topo::Topology gpus(std::uint32_t p) {
 TEST_CASE("algorithm and collective names round-trip", "[generate]") {
   for (Algorithm a : all_algorithms()) CHECK(parse_algorithm(to_string(a)) == a);
   for (Collective c : all_collectives()) CHECK(parse_collective(to_string(c)) == c);
-  CHECK(all_algorithms().size() == 7);
+  CHECK(all_algorithms().size() == 8);
   CHECK(all_collectives().size() == 6);
   CHECK(!parse_algorithm("auto"));
   CHECK(!parse_collective("all_reduce"));
@@ -221,4 +221,48 @@ TEST_CASE("ring and hier number a rank's chunks of a step together", "[generate]
     CHECK(runs.size() == 2 * 3 * 12 + 2 * 2 * 12);
     for (std::size_t n : runs) CHECK(n == k);
   }
+}
+
+TEST_CASE("pairwise sends to one peer at a time, in turn, round by round", "[generate]") {
+  // p = 5, k = 2: each rank's sends on one stream, to r + 1, ..., r + 4 in each of two rounds,
+  // chunk c of each piece in round c; its receives on one stream, from r - 1, ..., r - 4.
+  const topo::Topology t = gpus(5);
+  const topo::Router router(t);
+  for (const Collective c : {Collective::allgather, Collective::alltoall}) {
+    PlanRequest r;
+    r.algorithm = Algorithm::pairwise;
+    r.collective = c;
+    r.size = 5 * 4 * 6;
+    r.chunks = 2;
+    const Plan plan = generate(router, r);
+    std::vector<std::vector<RankId>> sent(5), received(5);
+    std::vector<std::set<StreamId>> send_streams(5), recv_streams(5);
+    for (OpId id = 0; id < plan.num_ops(); ++id) {
+      const RankId rank = plan.rank(id);
+      if (plan.kind(id) == OpKind::send) {
+        sent[rank].push_back(plan.peer(id));
+        send_streams[rank].insert(plan.stream(id));
+      } else if (plan.kind(id) == OpKind::recv) {
+        received[rank].push_back(plan.peer(id));
+        recv_streams[rank].insert(plan.stream(id));
+      }
+    }
+    for (RankId rank = 0; rank < 5; ++rank) {
+      std::vector<RankId> to, from;
+      for (int round = 0; round < 2; ++round)
+        for (RankId s = 1; s < 5; ++s) {
+          to.push_back((rank + s) % 5);
+          from.push_back((rank + 5 - s) % 5);
+        }
+      CHECK(sent[rank] == to);
+      CHECK(received[rank] == from);
+      CHECK(send_streams[rank].size() == 1);
+      CHECK(recv_streams[rank].size() == 1);
+    }
+  }
+  PlanRequest r;
+  r.algorithm = Algorithm::pairwise;
+  r.size = 5 * 4 * 6;
+  const std::string m = refusal(t, r);
+  CHECK(m.find("'pairwise' does not implement allreduce") != std::string::npos);
 }
