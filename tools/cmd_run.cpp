@@ -350,9 +350,11 @@ std::vector<std::string> auto_notes(const Evaluation& ev) {
     if (runner == nullptr || c.time < runner->time) runner = &c;
     if (c.algo != r.algo && (other_algo == nullptr || c.time < other_algo->time)) other_algo = &c;
   }
+  const std::size_t tried = ev.candidates.size() - refused;
   notes.push_back(fmt::format(
-      "auto picked {} with k = {}: {:.2f} us, the lowest simulated time of {} pairs tried{}",
-      r.algo, r.chunks, r.time * 1e6, ev.candidates.size() - refused,
+      "auto picked {} with k = {}: {:.2f} us, {}{}", r.algo, r.chunks, r.time * 1e6,
+      tried == 1 ? std::string("the only pair tried")
+                 : fmt::format("the lowest simulated time of {} pairs tried", tried),
       slower == 0 ? std::string()
                   : fmt::format(" ({} of them stopped once slower than the best pairs of two "
                                 "algorithms)",
@@ -371,9 +373,10 @@ std::vector<std::string> auto_notes(const Evaluation& ev) {
     std::string list;
     for (const auto& a : refused_algos) list += (list.empty() ? "" : ", ") + a;
     notes.push_back(
-        fmt::format("{} pairs were refused by the generator, the size or a limit ({}); run "
-                    "one of them with --algo and --chunks to see why",
-                    refused, list));
+        fmt::format("{} {} refused by the generator, the size or a limit ({}); run {} with "
+                    "--algo and --chunks to see why",
+                    refused, refused == 1 ? "pair was" : "pairs were", list,
+                    refused == 1 ? "it" : "one of them"));
   }
   return notes;
 }

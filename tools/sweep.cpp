@@ -417,10 +417,11 @@ Evaluation evaluate_or_throw(const Context& context, const Point& point,
       for (const Candidate& c : ev.candidates)
         if (why.find(c.error) == std::string::npos)
           why += fmt::format("\n  {} k={}: {}", c.algo, c.chunks, c.error);
-      throw InputError("", "--algo",
-                       fmt::format("no algorithm and chunk count fit this point; tried {} pairs, "
-                                   "refused because:{}",
-                                   ev.candidates.size(), why));
+      throw InputError(
+          "", "--algo",
+          fmt::format("no algorithm and chunk count fit this point; tried {} {}, "
+                      "refused because:{}",
+                      ev.candidates.size(), ev.candidates.size() == 1 ? "pair" : "pairs", why));
     }
     row.time = best->time;
     row.events = best->events;

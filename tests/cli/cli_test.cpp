@@ -364,7 +364,7 @@ TEST_CASE("the sharing limit stops heavy sharing, and auto counts the pair as re
   // in the search, direct has nothing left.
   const auto alone = run_cli(dgx + " --algo direct --chunks auto --max-reshared 1e3");
   CHECK(alone.status == 2);
-  CHECK_THAT(alone.err, Catch::Contains("tried 1 pairs, refused because:") &&
+  CHECK_THAT(alone.err, Catch::Contains("tried 1 pair, refused because:") &&
                             Catch::Contains("direct k=1: --max-reshared: direct allreduce k=1"));
   // Among the others, the tree is refused from k = 8 on; the pick stays, and the notes say what
   // was refused.
@@ -379,6 +379,16 @@ TEST_CASE("the sharing limit stops heavy sharing, and auto counts the pair as re
   CHECK_THAT(unlimited.out, Catch::Contains("auto picked rhd with k = 2") &&
                                 Catch::Contains("6 pairs were refused by the generator, the size "
                                                 "or a limit (naive)"));
+  // Alone in the search of an alltoall at one k, pairwise is picked and direct named refused.
+  const auto one = run_cli(
+      "run --topology configs/dgx-h100.json --collective alltoall --size 64MiB --algo auto "
+      "--chunks 1 --max-reshared 100");
+  INFO(one.err);
+  REQUIRE(one.status == 0);
+  CHECK_THAT(one.out, Catch::Contains("auto picked pairwise with k = 1: ") &&
+                          Catch::Contains("us, the only pair tried") &&
+                          Catch::Contains("# 1 pair was refused by the generator, the size or a "
+                                          "limit (direct); run it with --algo"));
   CHECK(run_cli(dgx + " --max-reshared -1").status == 2);
   const auto fraction = run_cli(dgx + " --max-reshared 1.5");
   CHECK(fraction.status == 2);
