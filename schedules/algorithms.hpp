@@ -52,7 +52,7 @@ void tree(Builder& b, const Job& job);
 void halving_doubling(Builder& b, const Job& job);    // rhd
 void recursive_doubling(Builder& b, const Job& job);  // rd
 void direct(Builder& b, const Job& job);
-void pairwise(Builder& b, const Job& job);  // allgather, alltoall
+void pairwise(Builder& b, const Job& job);  // reduce_scatter, allgather, alltoall
 void hierarchical(Builder& b, const Job& job, const std::vector<std::vector<RankId>>& servers);
 void naive(Builder& b, const Job& job);
 // One rank: the output is a copy of the input.

@@ -178,9 +178,17 @@ double closed_form(const PlanRequest& req, RankId p, const UniformCosts& u) {
       }
       break;
     case Algorithm::pairwise:
-      // One transfer at a time each way: the (p - 1) k transfers in a row, beside the copy.
-      if (req.collective == Collective::allgather || req.collective == Collective::alltoall)
-        return std::max((p - 1) * k * u.transfer(piece), u.device_copy(n / p));
+      // One transfer at a time each way: the (p - 1) k transfers in a row, beside the copy, or
+      // each followed by its reduction (fact 1 with two stages).
+      switch (req.collective) {
+        case Collective::reduce_scatter:
+          return flow_shop2(u.transfer(piece), u.reduce(piece), (p - 1) * k);
+        case Collective::allgather:
+        case Collective::alltoall:
+          return std::max((p - 1) * k * u.transfer(piece), u.device_copy(n / p));
+        default:
+          break;
+      }
       break;
     case Algorithm::tree:
       switch (req.collective) {

@@ -24,10 +24,11 @@ RankId peer_to(RankId r, RankId i, RankId p) {
 }
 
 // Every rank sends piece(dest) of its input to every other rank, which reduces what it
-// receives into `dst(rank, chunk)` starting from its own input piece.
+// receives into `dst(rank, chunk)` starting from its own input piece: on channel i to the peer
+// i + 1 further on, or every peer on channel 0 where `one_channel` (pairwise).
 template <typename PieceOf, typename DstOf>
 void gather_reduce(Builder& b, const Job& job, const std::vector<RankId>& receivers,
-                   PieceOf piece_of, DstOf dst_of) {
+                   PieceOf piece_of, DstOf dst_of, bool one_channel = false) {
   std::vector<char> receives(job.p, 0);
   for (RankId q : receivers) receives[q] = 1;
   const RankId p = job.p;
@@ -35,7 +36,7 @@ void gather_reduce(Builder& b, const Job& job, const std::vector<RankId>& receiv
   for (std::uint32_t c = 0; c < job.k; ++c) {
     std::vector<std::vector<std::pair<OpId, Region>>> got(p);
     for (RankId i = 0; i + 1 < p; ++i) {
-      const Lanes lanes = Lanes::channel(i);
+      const Lanes lanes = Lanes::channel(one_channel ? 0 : i);
       for (RankId r = 0; r < p; ++r) {
         const RankId to = peer_to(r, i, p);
         if (!receives[to] || !b.touches(r, to)) continue;
@@ -43,9 +44,8 @@ void gather_reduce(Builder& b, const Job& job, const std::vector<RankId>& receiv
         if (piece.bytes == 0) continue;
         const Region tmp = b.fresh_scratch(to, piece.bytes);
         // The receiver's channel for data from r is the one whose recv peer is r.
-        const Lanes to_lanes = Lanes::channel(i);
         got[to].push_back(
-            {b.move(r, {BufferId::input, piece.offset}, to, tmp, piece.bytes, {}, lanes, to_lanes),
+            {b.move(r, {BufferId::input, piece.offset}, to, tmp, piece.bytes, {}, lanes, lanes),
              tmp});
       }
     }
@@ -84,6 +84,19 @@ void scatter(Builder& b, const Job& job, const std::vector<RankId>& senders, Src
   }
 }
 
+// Reduce-scatter: rank q receives segment q from every peer and adds it to its own.
+void reduce_scatter(Builder& b, const Job& job, const std::vector<RankId>& all, bool one_channel) {
+  const auto segs = split({0, job.n}, job.p, job.element);
+  gather_reduce(
+      b, job, all,
+      [&](RankId q, std::uint32_t c) { return nth_piece(segs[q], job.k, c, job.element); },
+      [&](RankId q, std::uint32_t c) {
+        return Region{BufferId::output,
+                      nth_piece(segs[q], job.k, c, job.element).offset - segs[q].offset};
+      },
+      one_channel);
+}
+
 // Allgather and alltoall: each rank's own piece by a local copy, the others by scatter().
 void exchange(Builder& b, const Job& job, const std::vector<RankId>& all, bool one_channel) {
   const RankId p = job.p;
@@ -120,10 +133,21 @@ void reserve_exchange(Builder& b, const Job& job) {
 
 void pairwise(Builder& b, const Job& job) {
   if (job.p == 0) throw InternalError("pairwise: a job without ranks");  // generate refuses p = 0
-  if (job.collective != Collective::allgather && job.collective != Collective::alltoall)
-    throw InternalError("pairwise: collective not dispatched");
   reserve_exchange(b, job);
-  exchange(b, job, every_rank(job.p), true);
+  switch (job.collective) {
+    case Collective::reduce_scatter:
+      reduce_scatter(b, job, every_rank(job.p), true);
+      return;
+    case Collective::allgather:
+    case Collective::alltoall:
+      exchange(b, job, every_rank(job.p), true);
+      return;
+    case Collective::allreduce:
+    case Collective::broadcast:
+    case Collective::reduce:
+      break;
+  }
+  throw InternalError("pairwise: collective not dispatched");
 }
 
 void direct(Builder& b, const Job& job) {
@@ -132,7 +156,6 @@ void direct(Builder& b, const Job& job) {
   reserve_exchange(b, job);
   const std::vector<RankId> all = every_rank(p);
   const auto chunks = split({0, job.n}, job.k, job.element);
-  const auto segs = split({0, job.n}, p, job.element);
   switch (job.collective) {
     case Collective::allreduce:
       gather_reduce(
@@ -148,16 +171,9 @@ void direct(Builder& b, const Job& job) {
             return Region{BufferId::output, chunks[c].offset};
           });
       return;
-    case Collective::reduce_scatter: {
-      gather_reduce(
-          b, job, all,
-          [&](RankId q, std::uint32_t c) { return nth_piece(segs[q], job.k, c, job.element); },
-          [&](RankId q, std::uint32_t c) {
-            return Region{BufferId::output,
-                          nth_piece(segs[q], job.k, c, job.element).offset - segs[q].offset};
-          });
+    case Collective::reduce_scatter:
+      reduce_scatter(b, job, all, false);
       return;
-    }
     case Collective::allgather:
     case Collective::alltoall:
       exchange(b, job, all, false);

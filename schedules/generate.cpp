@@ -27,7 +27,6 @@ bool supports(Algorithm a, Collective c) {
     case Collective::allreduce:
       return a != Algorithm::pairwise;
     case Collective::reduce_scatter:
-      return a == Algorithm::ring || a == Algorithm::direct;
     case Collective::allgather:
       return a == Algorithm::ring || a == Algorithm::direct || a == Algorithm::pairwise;
     case Collective::broadcast:
@@ -256,11 +255,11 @@ RankId rotation_unit(const topo::Router& router, const PlanRequest& req) {
   // buffer into p segments of k pieces, hier into k chunks of g segments of S pieces.
   const bool even = elements > 0 && elements % (std::uint64_t{p} * req.chunks) == 0;
   if (ring_family) return even ? 1 : 0;
-  if (req.algorithm == Algorithm::pairwise) return 1;  // step s: rank r sends to r + s
-  if (req.algorithm == Algorithm::direct) {
-    // Channel i of every rank sends to the rank i + 1 further on: relative to the rank, so any
-    // rotation keeps it. The one-shot allreduce sends the same chunks from every rank, the
-    // allgather and alltoall pieces of n / p each; the reduce_scatter's segments must be equal.
+  if (req.algorithm == Algorithm::direct || req.algorithm == Algorithm::pairwise) {
+    // Channel i of every rank sends to the rank i + 1 further on (pairwise: its i-th send):
+    // relative to the rank, so any rotation keeps it. The one-shot allreduce sends the same chunks
+    // from every rank, the allgather and alltoall pieces of n / p each; the reduce_scatter's
+    // segments must be equal.
     switch (req.collective) {
       case Collective::allreduce:
       case Collective::allgather:

@@ -265,9 +265,10 @@ TEST_CASE("a sweep's --algo all is every algorithm that implements each collecti
   // names what it picked.
   const auto named = sweep_rows(
       kFour + " --algo direct,all,auto --collective reduce_scatter --size 64KiB", {"algo"});
-  REQUIRE(named.size() == 3);
+  REQUIRE(named.size() == 4);
   CHECK(named[0] == "direct");
   CHECK(named[1] == "ring");
+  CHECK(named[2] == "pairwise");
   // run simulates one algorithm: "all" is refused there, with what to give instead.
   const auto one = run_cli("run " + kFour + " --algo all --size 64KiB");
   CHECK(one.status == 2);

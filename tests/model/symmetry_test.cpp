@@ -121,7 +121,8 @@ TEST_CASE("the pairwise exchange rotates with its ranks, steps apart", "[symmetr
   const topo::Topology t = small_cluster(4, 1);
   topo::RoutingOptions shortest;
   const topo::Router router(t, shortest);
-  for (const Collective c : {Collective::allgather, Collective::alltoall})
+  for (const Collective c :
+       {Collective::reduce_scatter, Collective::allgather, Collective::alltoall})
     CHECK(check_same_run(router, request(Algorithm::pairwise, c, 2 * MiB, 2)) == 8);
   const topo::Topology dgx = config("dgx-h100.json");
   const topo::Router dgx_router(dgx);

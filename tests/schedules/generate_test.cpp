@@ -228,7 +228,8 @@ TEST_CASE("pairwise sends to one peer at a time, in turn, round by round", "[gen
   // chunk c of each piece in round c; its receives on one stream, from r - 1, ..., r - 4.
   const topo::Topology t = gpus(5);
   const topo::Router router(t);
-  for (const Collective c : {Collective::allgather, Collective::alltoall}) {
+  for (const Collective c :
+       {Collective::reduce_scatter, Collective::allgather, Collective::alltoall}) {
     PlanRequest r;
     r.algorithm = Algorithm::pairwise;
     r.collective = c;
