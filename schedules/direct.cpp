@@ -3,11 +3,11 @@
 // of a rank share one stream. One-shot allreduce: every rank receives every peer's whole
 // buffer and reduces locally (for NVSwitch and small messages).
 //
-// Pairwise schedules (allgather, alltoall): the same transfers on one channel, so a rank sends
-// to one peer at a time, r + 1, r + 2, ... in turn, and receives from r - 1, r - 2, ...; in
-// round c of k, chunk c of every piece. A rank's i-th send is its receiver's i-th receive, so
-// the exchange moves in lockstep, and each NIC carries one transfer each way at a time instead of
-// p - 1 sharing it.
+// Pairwise schedules (reduce_scatter, allgather, alltoall): the same transfers on one channel,
+// so a rank sends to one peer at a time, r + 1, r + 2, ... in turn, and receives from r - 1,
+// r - 2, ...; in round c of k, chunk c of every piece. A rank's i-th send is its receiver's i-th
+// receive, so the exchange moves in lockstep, and a rank has one transfer in flight each way
+// instead of p - 1 sharing its links.
 #include <algorithm>
 #include <vector>
 

@@ -79,7 +79,8 @@ void generate_command(const PlanOptions& o) {
   if (!algo)
     throw InputError(
         "", "--algo",
-        "found '" + o.algo + "'; expected ring, tree, rhd, rd, hier, direct, pairwise or naive");
+        "found '" + o.algo + "'; expected one of " +
+            sched::join({sched::all_algorithms().begin(), sched::all_algorithms().end()}));
   const auto coll = sched::parse_collective(o.collective);
   if (!coll)
     throw InputError("", "--collective",
