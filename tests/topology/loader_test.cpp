@@ -257,6 +257,17 @@ TEST_CASE("what names a failed rack, server or node is not reported unknown as w
   INFO(dump(typo));
   CHECK(typo.size() == 2);
   CHECK(has_error(typo, "/links/0/from", {"unknown node \"gpu_0\" (did you mean \"gpu0\"?)"}));
+  // Names remembered for failed entries are bounded in all (65,536): sixteen entries of 4096
+  // names fill it, so the first one's names are known and the seventeenth's reported.
+  std::string many = R"({"nodes": [{"name": "c", "kind": "cpu"})";
+  for (int j = 0; j < 17; ++j)
+    many += ", {\"name\": \"g" + std::to_string(j) + "_{i}\", \"count\": \"x\", \"kind\": \"gpu\"}";
+  many += R"(], "links": [{"from": "g0_5", "to": "c", "kind": "pcie"},
+    {"from": "g16_5", "to": "c", "kind": "pcie"}]})";
+  const auto bounded = errors_of(many);
+  CHECK(bounded.size() == 18);
+  CHECK(!has_error(bounded, "/links/0/from", {"unknown node"}));
+  CHECK(has_error(bounded, "/links/1/from", {"unknown node \"g16_5\""}));
   // The same inside a template.
   const auto templated = errors_of(R"({"templates": {"box": {
       "nodes": [{"name": "g{i}", "count": 2, "kind": "gpux"}, {"name": "c", "kind": "cpu"}],
